@@ -1,0 +1,88 @@
+package dev.msgqueue.it;
+
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.Locale;
+import java.util.UUID;
+import javax.sql.DataSource;
+import org.jooq.DSLContext;
+import org.jooq.SQLDialect;
+import org.jooq.impl.DSL;
+import org.postgresql.ds.PGSimpleDataSource;
+
+/**
+ * One freshly created database on the test {@link PostgresServer}, private to one test class, so test classes can run
+ * in parallel without seeing each other's rows. Dropped when the class is done.
+ */
+public final class TestDatabase implements AutoCloseable {
+  private final PostgresServer server;
+  private final String name;
+  private final String jdbcUrl;
+  private final PGSimpleDataSource dataSource;
+
+  private TestDatabase(PostgresServer server, String name) {
+    this.server = server;
+    this.name = name;
+    this.jdbcUrl = server.urlFor(name).value();
+    this.dataSource = new PGSimpleDataSource();
+    this.dataSource.setUrl(jdbcUrl);
+  }
+
+  /** Creates an empty database; {@link #migrated()} for one with the msgqueue schema. */
+  public static TestDatabase createEmpty(String label) {
+    PostgresServer server = PostgresServer.get();
+    String sanitized = label.replaceAll("[^A-Za-z0-9]", "").toLowerCase(Locale.ROOT);
+    String name = "mq_" + sanitized.substring(0, Math.min(40, sanitized.length())) + "_"
+        + UUID.randomUUID().toString().substring(0, 8);
+    // DDL on databases: jOOQ has no DROP DATABASE ... WITH (FORCE), so the fixture speaks plain SQL here.
+    try (Connection admin = server.adminConnection(); Statement statement = admin.createStatement()) {
+      statement.execute("CREATE DATABASE \"" + name + "\"");
+    } catch (SQLException e) {
+      throw new IllegalStateException("could not create test database " + name + " on " + server.description(), e);
+    }
+    return new TestDatabase(server, name);
+  }
+
+  /** Creates a database and applies the msgqueue changelog to it. */
+  public static TestDatabase createMigrated(String label) {
+    TestDatabase database = createEmpty(label);
+    try (Connection connection = database.connect()) {
+      Migrations.update(connection);
+    } catch (SQLException e) {
+      throw new IllegalStateException(e);
+    }
+    return database;
+  }
+
+  public String name() {
+    return name;
+  }
+
+  public String jdbcUrl() {
+    return jdbcUrl;
+  }
+
+  public DataSource dataSource() {
+    return dataSource;
+  }
+
+  /** A jOOQ context that takes a new connection from {@link #dataSource()} per statement or transaction. */
+  public DSLContext dsl() {
+    return DSL.using(dataSource, SQLDialect.POSTGRES);
+  }
+
+  /** A new connection (autocommit on); the caller closes it. */
+  public Connection connect() throws SQLException {
+    return dataSource.getConnection();
+  }
+
+  @Override
+  public void close() {
+    try (Connection admin = server.adminConnection(); Statement statement = admin.createStatement()) {
+      statement.execute("DROP DATABASE IF EXISTS \"" + name + "\" WITH (FORCE)");
+    } catch (SQLException e) {
+      throw new IllegalStateException("could not drop test database " + name, e);
+    }
+  }
+}
