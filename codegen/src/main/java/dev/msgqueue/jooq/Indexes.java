@@ -22,5 +22,5 @@ public class Indexes {
     // INDEX definitions
     // -------------------------------------------------------------------------
 
-    public static final Index MESSAGE_QUEUE_ITEM_EXPIRES_AT_QUEUE_ID_READ_AFTER_STATUS_ID_IDX = Internal.createIndex(DSL.name("MessageQueueItem_expiresAt_queueId_readAfter_status_id_idx"), MessageQueueItem.MESSAGE_QUEUE_ITEM, new OrderField[] { MessageQueueItem.MESSAGE_QUEUE_ITEM.EXPIRES_AT, MessageQueueItem.MESSAGE_QUEUE_ITEM.QUEUE_ID, MessageQueueItem.MESSAGE_QUEUE_ITEM.READ_AFTER, MessageQueueItem.MESSAGE_QUEUE_ITEM.STATUS, MessageQueueItem.MESSAGE_QUEUE_ITEM.ID }, false);
+    public static final Index MESSAGEQUEUEITEM_EXPIRESAT_QUEUEID_READAFTER_STATUS_ID_IDX = Internal.createIndex(DSL.name("MessageQueueItem_expiresAt_queueId_readAfter_status_id_idx"), MessageQueueItem.MESSAGE_QUEUE_ITEM, new OrderField[] { MessageQueueItem.MESSAGE_QUEUE_ITEM.EXPIRES_AT, MessageQueueItem.MESSAGE_QUEUE_ITEM.QUEUE_ID, MessageQueueItem.MESSAGE_QUEUE_ITEM.READ_AFTER, MessageQueueItem.MESSAGE_QUEUE_ITEM.STATUS, MessageQueueItem.MESSAGE_QUEUE_ITEM.ID }, false);
 }

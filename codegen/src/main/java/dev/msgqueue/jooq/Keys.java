@@ -27,12 +27,12 @@ public class Keys {
     // UNIQUE and PRIMARY KEY definitions
     // -------------------------------------------------------------------------
 
-    public static final UniqueKey<MessageQueueRecord> MESSAGE_QUEUE_PKEY = Internal.createUniqueKey(MessageQueue.MESSAGE_QUEUE, DSL.name("MessageQueue_pkey"), new TableField[] { MessageQueue.MESSAGE_QUEUE.NAME }, true);
-    public static final UniqueKey<MessageQueueItemRecord> MESSAGE_QUEUE_ITEM_PKEY = Internal.createUniqueKey(MessageQueueItem.MESSAGE_QUEUE_ITEM, DSL.name("MessageQueueItem_pkey"), new TableField[] { MessageQueueItem.MESSAGE_QUEUE_ITEM.ID }, true);
+    public static final UniqueKey<MessageQueueRecord> MESSAGEQUEUE_PKEY = Internal.createUniqueKey(MessageQueue.MESSAGE_QUEUE, DSL.name("MessageQueue_pkey"), new TableField[] { MessageQueue.MESSAGE_QUEUE.NAME }, true);
+    public static final UniqueKey<MessageQueueItemRecord> MESSAGEQUEUEITEM_PKEY = Internal.createUniqueKey(MessageQueueItem.MESSAGE_QUEUE_ITEM, DSL.name("MessageQueueItem_pkey"), new TableField[] { MessageQueueItem.MESSAGE_QUEUE_ITEM.ID }, true);
 
     // -------------------------------------------------------------------------
     // FOREIGN KEY definitions
     // -------------------------------------------------------------------------
 
-    public static final ForeignKey<MessageQueueItemRecord, MessageQueueRecord> MESSAGE_QUEUE_ITEM_QUEUE_ID_FKEY = Internal.createForeignKey(MessageQueueItem.MESSAGE_QUEUE_ITEM, DSL.name("MessageQueueItem_queueId_fkey"), new TableField[] { MessageQueueItem.MESSAGE_QUEUE_ITEM.QUEUE_ID }, Keys.MESSAGE_QUEUE_PKEY, new TableField[] { MessageQueue.MESSAGE_QUEUE.NAME }, true);
+    public static final ForeignKey<MessageQueueItemRecord, MessageQueueRecord> MESSAGEQUEUEITEM__MESSAGEQUEUEITEM_QUEUEID_FKEY = Internal.createForeignKey(MessageQueueItem.MESSAGE_QUEUE_ITEM, DSL.name("MessageQueueItem_queueId_fkey"), new TableField[] { MessageQueueItem.MESSAGE_QUEUE_ITEM.QUEUE_ID }, Keys.MESSAGEQUEUE_PKEY, new TableField[] { MessageQueue.MESSAGE_QUEUE.NAME }, true);
 }

@@ -4,10 +4,7 @@ import org.jooq.codegen.DefaultGeneratorStrategy;
 import org.jooq.meta.ColumnDefinition;
 import org.jooq.meta.Definition;
 import org.jooq.meta.EnumDefinition;
-import org.jooq.meta.ForeignKeyDefinition;
-import org.jooq.meta.IndexDefinition;
 import org.jooq.meta.TableDefinition;
-import org.jooq.meta.UniqueKeyDefinition;
 import org.jooq.tools.StringUtils;
 
 /**
@@ -51,9 +48,10 @@ public final class CamelCaseNamesStrategy extends DefaultGeneratorStrategy {
   }
 
   private static boolean isCamelCaseNamed(Definition definition) {
+    // Keys and indexes keep jOOQ's default identifiers: the generator refers to them through several definition
+    // types, and renaming only some of those references breaks the generated code.
     return definition instanceof TableDefinition || definition instanceof ColumnDefinition
-        || definition instanceof EnumDefinition || definition instanceof UniqueKeyDefinition
-        || definition instanceof ForeignKeyDefinition || definition instanceof IndexDefinition;
+        || definition instanceof EnumDefinition;
   }
 
   /** Replaces the default strategy's flattened rendering of the name with one that keeps its humps. */

@@ -155,7 +155,7 @@ public class MessageQueue extends TableImpl<MessageQueueRecord> {
 
     @Override
     public UniqueKey<MessageQueueRecord> getPrimaryKey() {
-        return Keys.MESSAGE_QUEUE_PKEY;
+        return Keys.MESSAGEQUEUE_PKEY;
     }
 
     private transient MessageQueueItemPath _messageQueueItem;

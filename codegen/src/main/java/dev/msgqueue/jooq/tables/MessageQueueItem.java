@@ -161,7 +161,7 @@ public class MessageQueueItem extends TableImpl<MessageQueueItemRecord> {
 
     @Override
     public List<Index> getIndexes() {
-        return Arrays.asList(Indexes.MESSAGE_QUEUE_ITEM_EXPIRES_AT_QUEUE_ID_READ_AFTER_STATUS_ID_IDX);
+        return Arrays.asList(Indexes.MESSAGEQUEUEITEM_EXPIRESAT_QUEUEID_READAFTER_STATUS_ID_IDX);
     }
 
     @Override
@@ -171,12 +171,12 @@ public class MessageQueueItem extends TableImpl<MessageQueueItemRecord> {
 
     @Override
     public UniqueKey<MessageQueueItemRecord> getPrimaryKey() {
-        return Keys.MESSAGE_QUEUE_ITEM_PKEY;
+        return Keys.MESSAGEQUEUEITEM_PKEY;
     }
 
     @Override
     public List<ForeignKey<MessageQueueItemRecord, ?>> getReferences() {
-        return Arrays.asList(Keys.MESSAGE_QUEUE_ITEM_QUEUE_ID_FKEY);
+        return Arrays.asList(Keys.MESSAGEQUEUEITEM__MESSAGEQUEUEITEM_QUEUEID_FKEY);
     }
 
     private transient MessageQueuePath _messageQueue;
@@ -186,7 +186,7 @@ public class MessageQueueItem extends TableImpl<MessageQueueItemRecord> {
      */
     public MessageQueuePath messageQueue() {
         if (_messageQueue == null)
-            _messageQueue = new MessageQueuePath(this, Keys.MESSAGE_QUEUE_ITEM_QUEUE_ID_FKEY, null);
+            _messageQueue = new MessageQueuePath(this, Keys.MESSAGEQUEUEITEM__MESSAGEQUEUEITEM_QUEUEID_FKEY, null);
 
         return _messageQueue;
     }

@@ -1,0 +1,273 @@
+package dev.msgqueue;
+
+import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Objects;
+import javax.sql.DataSource;
+import org.jooq.DSLContext;
+import org.jooq.JSONB;
+import org.jooq.SQLDialect;
+import org.jooq.impl.DSL;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Publishes messages to named queues and keeps the queue table tidy. Thread-safe; create one per service and share
+ * it (its keep-alive bookkeeping is what keeps the queue row off the publish hot path).
+ *
+ * <h2>What a publish does</h2>
+ * <ol>
+ *   <li>Validates the queue spec, payload and options, throwing {@link IllegalArgumentException} before any SQL.</li>
+ *   <li>Inserts the message with one statement that takes only a KEY SHARE lock on the queue row (the lock the
+ *       foreign key takes anyway): concurrent publishers to one queue never wait for each other.</li>
+ *   <li>At most once per {@link MsgQueueConfig#keepAliveInterval()} per queue, refreshes the queue's
+ *       {@code "lastActive"} with a statement that never waits, so a queue that is only published to is not reaped.</li>
+ *   <li>If the queue is missing: an auto-deleted queue (the reaper removed it) is re-created with the publisher's
+ *       spec together with the message, in one statement; any other queue raises {@link QueueNotFoundException}.
+ *       Neither case aborts the caller's transaction.</li>
+ * </ol>
+ *
+ * <h2>Transactions</h2>
+ * The repository runs each statement on its {@link DSLContext}. To publish inside your own transaction, take a view
+ * bound to it with {@link #withContext(DSLContext)}: its messages commit or roll back with your transaction. The
+ * publish path assumes READ COMMITTED, PostgreSQL's default. {@link #reapIdleQueues()} and
+ * {@link #deleteExpiredItems()} run their own short transactions, one per batch.
+ */
+public final class MessageQueueRepository {
+  /** The most messages {@link #publishBatch} takes in one call (one statement). */
+  public static final int MAX_BATCH_SIZE = 10_000;
+  private static final Logger log = LoggerFactory.getLogger(MessageQueueRepository.class);
+
+  private final DSLContext ctx;
+  private final MsgQueueConfig config;
+  private final Payloads payloads;
+  private final KeepAliveTracker keepAlive;
+
+  private MessageQueueRepository(DSLContext ctx, MsgQueueConfig config, Payloads payloads, KeepAliveTracker keepAlive) {
+    this.ctx = ctx;
+    this.config = config;
+    this.payloads = payloads;
+    this.keepAlive = keepAlive;
+  }
+
+  /**
+   * A repository over {@code ctx}, which must use the PostgreSQL dialect.
+   *
+   * @throws IllegalArgumentException if the dialect is not PostgreSQL
+   */
+  public static MessageQueueRepository create(DSLContext ctx, MsgQueueConfig config) {
+    Objects.requireNonNull(ctx, "ctx");
+    Objects.requireNonNull(config, "config");
+    requirePostgres(ctx);
+    return new MessageQueueRepository(ctx, config, new Payloads(config.maxPayloadBytes()),
+        new KeepAliveTracker(config.keepAliveInterval(), config.maxTrackedQueues()));
+  }
+
+  /** A repository taking a connection from {@code dataSource} per statement (or per batch transaction). */
+  public static MessageQueueRepository create(DataSource dataSource, MsgQueueConfig config) {
+    return create(DSL.using(Objects.requireNonNull(dataSource, "dataSource"), SQLDialect.POSTGRES), config);
+  }
+
+  /**
+   * A view of this repository that runs its statements on {@code transactionContext}, typically the
+   * {@code configuration.dsl()} of a jOOQ transaction or {@code DSL.using(connection)} of your own open transaction.
+   * It shares this repository's configuration and keep-alive bookkeeping.
+   */
+  public MessageQueueRepository withContext(DSLContext transactionContext) {
+    Objects.requireNonNull(transactionContext, "transactionContext");
+    requirePostgres(transactionContext);
+    return new MessageQueueRepository(transactionContext, config, payloads, keepAlive);
+  }
+
+  public MsgQueueConfig config() {
+    return config;
+  }
+
+  /** Publishes a JSON text payload with default options. @return the message id */
+  public long publish(QueueSpec spec, String json) {
+    return publish(spec, json, PublishOptions.defaults());
+  }
+
+  /** Publishes a JSON text payload. @return the message id */
+  public long publish(QueueSpec spec, String json, PublishOptions options) {
+    JSONB payload = payloads.validate(json);
+    return publishValidated(spec, List.of(payload), options).get(0);
+  }
+
+  /** Publishes a {@code jsonb} payload with default options. @return the message id */
+  public long publish(QueueSpec spec, JSONB payload) {
+    return publish(spec, payload, PublishOptions.defaults());
+  }
+
+  /** Publishes a {@code jsonb} payload. @return the message id */
+  public long publish(QueueSpec spec, JSONB payload, PublishOptions options) {
+    JSONB validated = payloads.validate(payload);
+    return publishValidated(spec, List.of(validated), options).get(0);
+  }
+
+  /** Publishes several payloads to one queue in one statement, with default options. */
+  public List<Long> publishBatch(QueueSpec spec, List<String> jsonPayloads) {
+    return publishBatch(spec, jsonPayloads, PublishOptions.defaults());
+  }
+
+  /**
+   * Publishes several payloads to one queue in one statement, with the guarantees of a single publish: all are
+   * stored or none is.
+   *
+   * @return the message ids, in the order of {@code jsonPayloads}
+   * @throws IllegalArgumentException for a null list, more than {@value #MAX_BATCH_SIZE} payloads, or any invalid
+   *     payload (naming its index), before any SQL
+   */
+  public List<Long> publishBatch(QueueSpec spec, List<String> jsonPayloads, PublishOptions options) {
+    if (jsonPayloads == null) {
+      throw new IllegalArgumentException("payloads is null");
+    }
+    if (jsonPayloads.size() > MAX_BATCH_SIZE) {
+      throw new IllegalArgumentException(
+          "a batch holds at most " + MAX_BATCH_SIZE + " payloads, was " + jsonPayloads.size());
+    }
+    List<JSONB> validated = new ArrayList<>(jsonPayloads.size());
+    for (int i = 0; i < jsonPayloads.size(); i++) {
+      try {
+        validated.add(payloads.validate(jsonPayloads.get(i)));
+      } catch (IllegalArgumentException e) {
+        throw new IllegalArgumentException("payload " + i + ": " + e.getMessage(), e);
+      }
+    }
+    if (validated.isEmpty()) {
+      requireValid(spec, options);
+      return List.of();
+    }
+    return publishValidated(spec, validated, options);
+  }
+
+  private List<Long> publishValidated(QueueSpec spec, List<JSONB> validated, PublishOptions options) {
+    Duration ttl = requireValid(spec, options);
+    Duration delay = options.delay();
+    List<Long> ids = QueueStatements.insertItems(ctx, spec.name(), validated, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
+    if (!ids.isEmpty()) {
+      if (keepAlive.claimRefresh(spec.name())) {
+        QueueStatements.refreshIfStale(ctx, spec.name(), config.keepAliveInterval());
+      }
+      return sorted(ids);
+    }
+    if (!spec.autoDeleted()) {
+      keepAlive.forget(spec.name());
+      throw new QueueNotFoundException(spec.name());
+    }
+    ids = QueueStatements.healAndInsertItems(ctx, spec, validated, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
+    keepAlive.refreshed(spec.name());
+    log.info("re-created auto-deleted queue \"{}\" on publish (it had been reaped)", spec.name());
+    return sorted(ids);
+  }
+
+  /**
+   * Creates the queue or updates its attributes to {@code spec}, and marks it active now. Takes an exclusive lock on
+   * the queue row until the surrounding transaction ends; publishers are not blocked by it.
+   */
+  public void bindQueue(QueueSpec spec) {
+    Objects.requireNonNull(spec, "spec");
+    QueueStatements.bind(ctx, spec);
+    keepAlive.refreshed(spec.name());
+  }
+
+  /**
+   * Marks the queue active now, as a consumer's keep-alive. Never waits: if another transaction is writing the queue
+   * row right now (a keep-alive, or the reaper deleting it), it writes nothing.
+   *
+   * @return whether {@code "lastActive"} was written; {@code false} if the queue does not exist or its row is busy
+   */
+  public boolean touch(String queueName) {
+    QueueSpec.requireValidName(queueName);
+    boolean written = QueueStatements.refresh(ctx, queueName) > 0;
+    if (written) {
+      keepAlive.refreshed(queueName);
+    }
+    return written;
+  }
+
+  /**
+   * Deletes auto-deleted queues idle for longer than {@link MsgQueueConfig#reapIdleThreshold()} that hold no
+   * unexpired message, in batches of {@link MsgQueueConfig#reapBatchSize()}, each batch its own transaction. Never
+   * waits for publishers: a queue with an in-flight publish or keep-alive is skipped (and is not idle anyway).
+   *
+   * @return the names of the queues deleted
+   */
+  public List<String> reapIdleQueues() {
+    List<String> reaped = new ArrayList<>();
+    while (true) {
+      ReapBatch batch = ctx.transactionResult(tx -> {
+        List<String> locked = QueueStatements.lockIdleQueues(
+            tx.dsl(), config.reapIdleThreshold(), config.reapBatchSize());
+        List<String> deleted = locked.isEmpty() ? List.of()
+            : QueueStatements.deleteQueuesWithoutLiveItems(tx.dsl(), locked);
+        return new ReapBatch(locked.size(), deleted);
+      });
+      reaped.addAll(batch.deleted());
+      batch.deleted().forEach(keepAlive::forget);
+      // A full batch may mean more idle queues; a batch that deleted nothing means the rest are held back by
+      // messages committed since its first statement, and looping would only find them again.
+      if (batch.locked() < config.reapBatchSize() || batch.deleted().isEmpty()) {
+        break;
+      }
+    }
+    if (!reaped.isEmpty()) {
+      log.info("reaped {} idle auto-deleted queue(s)", reaped.size());
+      log.debug("reaped queues: {}", reaped);
+    }
+    return reaped;
+  }
+
+  /**
+   * Deletes expired messages, orphans (whose queue was deleted) included, in batches of
+   * {@link MsgQueueConfig#cleanupBatchSize()}, each batch its own transaction; skips rows locked by consumers.
+   *
+   * @return how many messages it deleted
+   */
+  public int deleteExpiredItems() {
+    int total = 0;
+    int deleted;
+    do {
+      deleted = ctx.transactionResult(tx -> QueueStatements.deleteExpiredItems(tx.dsl(), config.cleanupBatchSize()));
+      total += deleted;
+    } while (deleted == config.cleanupBatchSize());
+    if (total > 0) {
+      log.debug("deleted {} expired message(s)", total);
+    }
+    return total;
+  }
+
+  /** How many queues' keep-alive deadlines this repository currently remembers (bounded by the config). */
+  int trackedQueues() {
+    return keepAlive.trackedQueues();
+  }
+
+  private Duration requireValid(QueueSpec spec, PublishOptions options) {
+    if (spec == null) {
+      throw new IllegalArgumentException("queue spec is null");
+    }
+    if (options == null) {
+      throw new IllegalArgumentException("publish options are null");
+    }
+    return options.effectiveTtl(config);
+  }
+
+  private static List<Long> sorted(List<Long> ids) {
+    // Identity values are drawn in insertion order, which follows the payloads' order (ORDER BY ordinal).
+    List<Long> copy = new ArrayList<>(ids);
+    Collections.sort(copy);
+    return copy;
+  }
+
+  private static void requirePostgres(DSLContext ctx) {
+    if (ctx.dialect().family() != SQLDialect.POSTGRES) {
+      throw new IllegalArgumentException("msgqueue needs the POSTGRES dialect, the context has " + ctx.dialect());
+    }
+  }
+
+  private record ReapBatch(int locked, List<String> deleted) { }
+}

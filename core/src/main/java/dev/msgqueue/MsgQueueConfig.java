@@ -1,0 +1,129 @@
+package dev.msgqueue;
+
+import java.time.Duration;
+import java.util.Objects;
+
+/**
+ * Tuning of a {@link MessageQueueRepository}. Build with {@link #builder()}; every value is validated by
+ * {@link Builder#build()}.
+ *
+ * @param keepAliveInterval how often publishing refreshes an auto-deleted queue's {@code "lastActive"}: at most one
+ *     parent-row write per queue per interval, across threads and service replicas. At most a quarter of
+ *     {@code reapIdleThreshold}, so a queue in use is refreshed several times before it could count as idle.
+ * @param reapIdleThreshold how long an auto-deleted queue must be idle ({@code "lastActive"} older than this) before
+ *     the reaper may delete it (and then only if it holds no unexpired message)
+ * @param reapBatchSize how many queues the reaper deletes per transaction
+ * @param cleanupBatchSize how many expired items {@link MessageQueueRepository#deleteExpiredItems()} deletes per
+ *     transaction
+ * @param defaultMessageTtl a message's time to live when {@link PublishOptions} name none
+ * @param maxPayloadBytes the largest payload accepted, in UTF-8 bytes of its JSON text
+ * @param maxTrackedQueues how many queues' keep-alive deadlines one repository remembers; past this it forgets the
+ *     least recently due ones (forgetting costs at most one extra no-op keep-alive statement)
+ */
+public record MsgQueueConfig(
+    Duration keepAliveInterval,
+    Duration reapIdleThreshold,
+    int reapBatchSize,
+    int cleanupBatchSize,
+    Duration defaultMessageTtl,
+    int maxPayloadBytes,
+    int maxTrackedQueues) {
+
+  /** The largest payload this library accepts at all: PostgreSQL's jsonb limit is far above, but memory is not. */
+  public static final int PAYLOAD_BYTES_CEILING = 64 * 1024 * 1024;
+  /** The longest TTL or delay a message may have. */
+  public static final Duration MAX_MESSAGE_LIFETIME = Duration.ofDays(365);
+
+  public MsgQueueConfig {
+    requirePositive("keepAliveInterval", keepAliveInterval);
+    requirePositive("reapIdleThreshold", reapIdleThreshold);
+    requirePositive("defaultMessageTtl", defaultMessageTtl);
+    if (keepAliveInterval.multipliedBy(4).compareTo(reapIdleThreshold) > 0) {
+      throw new IllegalArgumentException("keepAliveInterval (" + keepAliveInterval
+          + ") must be at most a quarter of reapIdleThreshold (" + reapIdleThreshold + ")");
+    }
+    if (defaultMessageTtl.compareTo(MAX_MESSAGE_LIFETIME) > 0) {
+      throw new IllegalArgumentException("defaultMessageTtl must be at most " + MAX_MESSAGE_LIFETIME);
+    }
+    requireRange("reapBatchSize", reapBatchSize, 1, 10_000);
+    requireRange("cleanupBatchSize", cleanupBatchSize, 1, 100_000);
+    requireRange("maxPayloadBytes", maxPayloadBytes, 2, PAYLOAD_BYTES_CEILING);
+    requireRange("maxTrackedQueues", maxTrackedQueues, 16, 10_000_000);
+  }
+
+  /** The defaults: keep-alive 5 min, reap after 1 h idle in batches of 100, TTL 5 min, payloads up to 1 MiB. */
+  public static MsgQueueConfig defaults() {
+    return builder().build();
+  }
+
+  public static Builder builder() {
+    return new Builder();
+  }
+
+  private static void requirePositive(String name, Duration value) {
+    Objects.requireNonNull(value, name);
+    if (value.isNegative() || value.isZero()) {
+      throw new IllegalArgumentException(name + " must be positive, was " + value);
+    }
+  }
+
+  private static void requireRange(String name, int value, int min, int max) {
+    if (value < min || value > max) {
+      throw new IllegalArgumentException(name + " must be in [" + min + ", " + max + "], was " + value);
+    }
+  }
+
+  /** Builds a {@link MsgQueueConfig}; unset values keep their defaults. */
+  public static final class Builder {
+    private Duration keepAliveInterval = Duration.ofMinutes(5);
+    private Duration reapIdleThreshold = Duration.ofHours(1);
+    private int reapBatchSize = 100;
+    private int cleanupBatchSize = 1_000;
+    private Duration defaultMessageTtl = Duration.ofMinutes(5);
+    private int maxPayloadBytes = 1024 * 1024;
+    private int maxTrackedQueues = 10_000;
+
+    private Builder() { }
+
+    public Builder keepAliveInterval(Duration value) {
+      this.keepAliveInterval = value;
+      return this;
+    }
+
+    public Builder reapIdleThreshold(Duration value) {
+      this.reapIdleThreshold = value;
+      return this;
+    }
+
+    public Builder reapBatchSize(int value) {
+      this.reapBatchSize = value;
+      return this;
+    }
+
+    public Builder cleanupBatchSize(int value) {
+      this.cleanupBatchSize = value;
+      return this;
+    }
+
+    public Builder defaultMessageTtl(Duration value) {
+      this.defaultMessageTtl = value;
+      return this;
+    }
+
+    public Builder maxPayloadBytes(int value) {
+      this.maxPayloadBytes = value;
+      return this;
+    }
+
+    public Builder maxTrackedQueues(int value) {
+      this.maxTrackedQueues = value;
+      return this;
+    }
+
+    /** @throws IllegalArgumentException naming the first invalid value */
+    public MsgQueueConfig build() {
+      return new MsgQueueConfig(keepAliveInterval, reapIdleThreshold, reapBatchSize, cleanupBatchSize,
+          defaultMessageTtl, maxPayloadBytes, maxTrackedQueues);
+    }
+  }
+}

@@ -1,0 +1,235 @@
+package dev.msgqueue;
+
+import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE;
+import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
+import static org.jooq.impl.DSL.currentOffsetDateTime;
+import static org.jooq.impl.DSL.field;
+import static org.jooq.impl.DSL.function;
+import static org.jooq.impl.DSL.inline;
+import static org.jooq.impl.DSL.name;
+import static org.jooq.impl.DSL.row;
+import static org.jooq.impl.DSL.select;
+import static org.jooq.impl.DSL.selectOne;
+import static org.jooq.impl.DSL.noCondition;
+import static org.jooq.impl.DSL.val;
+import static org.jooq.impl.DSL.values;
+
+import dev.msgqueue.jooq.tables.MessageQueue;
+import dev.msgqueue.jooq.tables.MessageQueueItem;
+import dev.msgqueue.jooq.tables.records.MessageQueueItemRecord;
+import dev.msgqueue.jooq.tables.records.MessageQueueRecord;
+import java.time.Duration;
+import java.time.LocalDateTime;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.List;
+import java.util.function.Function;
+import org.jooq.CommonTableExpression;
+import org.jooq.Condition;
+import org.jooq.DSLContext;
+import org.jooq.Field;
+import org.jooq.InsertOnDuplicateSetMoreStep;
+import org.jooq.InsertResultStep;
+import org.jooq.JSONB;
+import org.jooq.Record1;
+import org.jooq.Record2;
+import org.jooq.Row2;
+import org.jooq.Select;
+import org.jooq.SelectForUpdateOfStep;
+import org.jooq.Table;
+import org.jooq.impl.SQLDataType;
+import org.jooq.types.DayToSecond;
+
+/**
+ * Every statement msgqueue runs, in one place, with the row locks each one takes (PostgreSQL's row-level lock
+ * conflict table is in the README's design note):
+ *
+ * <ul>
+ *   <li>{@link #insertItems}: FOR KEY SHARE on the queue row, the same lock the foreign-key check takes. KEY SHARE
+ *       conflicts only with FOR UPDATE (a delete), so publishers never block each other, nor the keep-alive write.
+ *   <li>{@link #refreshIfStale}: FOR NO KEY UPDATE on the queue row, SKIP LOCKED: compatible with publishers' KEY
+ *       SHARE, and it never waits for another keep-alive writer or for the reaper.
+ *   <li>{@link #healAndInsertItems} and {@link #bind}: an upsert, NO KEY UPDATE on an existing row.
+ *   <li>{@link #lockIdleQueues}: FOR UPDATE SKIP LOCKED, so the reaper skips any queue that an in-flight publish or
+ *       keep-alive holds, and never waits.
+ * </ul>
+ *
+ * All timestamps are computed by the server in UTC ({@link #utcNow()}), whatever the session's TimeZone: the columns
+ * are {@code timestamp} without time zone.
+ */
+final class QueueStatements {
+  private static final MessageQueue Q = MESSAGE_QUEUE;
+  private static final MessageQueueItem I = MESSAGE_QUEUE_ITEM;
+  private static final Field<Integer> ORDINAL = field(name("v", "ordinal"), SQLDataType.INTEGER);
+  private static final Field<JSONB> PAYLOAD = field(name("v", "payload"), SQLDataType.JSONB);
+
+  private QueueStatements() { }
+
+  /** {@code timezone('UTC', now())}: the server's transaction time as UTC wall-clock time. */
+  static Field<LocalDateTime> utcNow() {
+    return function("timezone", SQLDataType.LOCALDATETIME, inline("UTC"), currentOffsetDateTime());
+  }
+
+  static Field<LocalDateTime> utcNowPlus(Duration duration) {
+    return duration.isZero() ? utcNow() : utcNow().plus(val(DayToSecond.valueOf(duration)));
+  }
+
+  static Field<LocalDateTime> utcNowMinus(Duration duration) {
+    return utcNow().minus(val(DayToSecond.valueOf(duration)));
+  }
+
+  /**
+   * The publish fast path: inserts the payloads into an existing queue, as one statement. The queue row is read
+   * {@code FOR KEY SHARE}; if it does not exist (or a concurrent reaper deletes it while this waits), the statement
+   * inserts nothing and returns no ids, instead of raising 23503 and aborting the caller's transaction. The
+   * foreign-key check then finds the row already locked by this transaction.
+   */
+  static InsertResultStep<MessageQueueItemRecord> insertItems(
+      DSLContext ctx, String queue, List<JSONB> payloads, Duration delay, Duration ttl) {
+    Table<Record2<Integer, JSONB>> rows = payloadRows(payloads);
+    return ctx.insertInto(I, I.PAYLOAD, I.READ_AFTER, I.EXPIRES_AT, I.QUEUE_ID)
+        .select(select(PAYLOAD, utcNowPlus(delay), utcNowPlus(ttl), Q.NAME)
+            .from(Q)
+            .crossJoin(rows)
+            .where(Q.NAME.eq(queue))
+            .orderBy(ORDINAL)
+            .forKeyShare()
+            .of(Q))
+        .returning(I.ID);
+  }
+
+  /**
+   * The heal path: re-creates a reaped auto-deleted queue with the publisher's attributes and inserts the payloads,
+   * in one statement, so no reaper can run between the two. A concurrent healer's row wins (its attributes stay) and
+   * only {@code "lastActive"} is refreshed.
+   */
+  static InsertResultStep<MessageQueueItemRecord> healAndInsertItems(
+      DSLContext ctx, QueueSpec spec, List<JSONB> payloads, Duration delay, Duration ttl) {
+    CommonTableExpression<Record1<String>> healed = name("healed").fields(Q.NAME.getName())
+        .as(upsertQueue(ctx, spec, false).returningResult(Q.NAME));
+    Field<String> healedName = healed.field(Q.NAME.getName(), String.class);
+    return ctx.with(healed)
+        .insertInto(I, I.PAYLOAD, I.READ_AFTER, I.EXPIRES_AT, I.QUEUE_ID)
+        .select(select(PAYLOAD, utcNowPlus(delay), utcNowPlus(ttl), healedName)
+            .from(healed)
+            .crossJoin(payloadRows(payloads))
+            .orderBy(ORDINAL))
+        .returning(I.ID);
+  }
+
+  /** Creates the queue, or updates all its attributes, and sets {@code "lastActive"}. */
+  static int bind(DSLContext ctx, QueueSpec spec) {
+    return upsertQueue(ctx, spec, true).execute();
+  }
+
+  private static InsertOnDuplicateSetMoreStep<MessageQueueRecord> upsertQueue(
+      DSLContext ctx, QueueSpec spec, boolean overwriteAttributes) {
+    var upsert = ctx.insertInto(Q)
+        .set(Q.NAME, spec.name())
+        .set(Q.DURABLE, spec.durable())
+        .set(Q.AUTO_DELETED, spec.autoDeleted())
+        .set(Q.EXCLUSIVE, spec.exclusive())
+        .set(Q.EXCLUSIVE_CONSUMER_ID, spec.exclusiveConsumerId())
+        .set(Q.LAST_ACTIVE, utcNow())
+        .onConflict(Q.NAME)
+        .doUpdate()
+        .set(Q.LAST_ACTIVE, utcNow());
+    if (overwriteAttributes) {
+      upsert = upsert
+          .set(Q.DURABLE, spec.durable())
+          .set(Q.AUTO_DELETED, spec.autoDeleted())
+          .set(Q.EXCLUSIVE, spec.exclusive())
+          .set(Q.EXCLUSIVE_CONSUMER_ID, spec.exclusiveConsumerId());
+    }
+    return upsert;
+  }
+
+  /**
+   * The keep-alive write: sets {@code "lastActive"} if it is older than {@code maxAge} (so several replicas write
+   * the row at most once per interval between them). It locks the row FOR NO KEY UPDATE SKIP LOCKED: if another
+   * keep-alive or the reaper holds the row, it writes nothing instead of waiting.
+   *
+   * @return 1 if it wrote the row, else 0
+   */
+  static int refreshIfStale(DSLContext ctx, String queue, Duration maxAge) {
+    return refresh(ctx, queue, row -> row.LAST_ACTIVE.isNull().or(row.LAST_ACTIVE.lt(utcNowMinus(maxAge))));
+  }
+
+  /** Like {@link #refreshIfStale} whatever the row's age: a consumer's explicit keep-alive. */
+  static int refresh(DSLContext ctx, String queue) {
+    return refresh(ctx, queue, row -> noCondition());
+  }
+
+  private static int refresh(DSLContext ctx, String queue, Function<MessageQueue, Condition> due) {
+    MessageQueue locked = Q.as("locked");
+    return ctx.update(Q)
+        .set(Q.LAST_ACTIVE, utcNow())
+        .where(Q.NAME.in(select(locked.NAME)
+            .from(locked)
+            .where(locked.NAME.eq(queue))
+            .and(due.apply(locked))
+            .forNoKeyUpdate()
+            .skipLocked()))
+        .execute();
+  }
+
+  /**
+   * Reaper step 1: locks up to {@code limit} auto-deleted queues idle since before {@code cutoff} that appear to
+   * hold no unexpired item, skipping (never waiting for) rows that an in-flight publish or keep-alive holds.
+   */
+  static SelectForUpdateOfStep<Record1<String>> idleQueues(DSLContext ctx, Duration idleThreshold, int limit) {
+    return ctx.select(Q.NAME)
+        .from(Q)
+        .where(Q.AUTO_DELETED.isTrue())
+        .and(Q.LAST_ACTIVE.lt(utcNowMinus(idleThreshold)))
+        .andNotExists(liveItemsOf(Q.NAME))
+        .orderBy(Q.LAST_ACTIVE)
+        .limit(limit)
+        .forUpdate();
+  }
+
+  static List<String> lockIdleQueues(DSLContext ctx, Duration idleThreshold, int limit) {
+    return idleQueues(ctx, idleThreshold, limit).skipLocked().fetch(Q.NAME);
+  }
+
+  /**
+   * Reaper step 2, in the same transaction as step 1 but a later statement, hence a newer snapshot: deletes those of
+   * the locked queues that still hold no unexpired item. An item committed after step 1's snapshot is visible here;
+   * one not yet committed cannot commit at all, because its publish needs the KEY SHARE lock step 1 holds.
+   */
+  static List<String> deleteQueuesWithoutLiveItems(DSLContext ctx, Collection<String> lockedQueues) {
+    return ctx.deleteFrom(Q)
+        .where(Q.NAME.in(lockedQueues))
+        .andNotExists(liveItemsOf(Q.NAME))
+        .returning(Q.NAME)
+        .fetch(Q.NAME);
+  }
+
+  /** Deletes up to {@code limit} expired items (orphans with a NULL queue included), skipping locked ones. */
+  static int deleteExpiredItems(DSLContext ctx, int limit) {
+    var expired = I.as("expired");
+    return ctx.deleteFrom(I)
+        .where(I.ID.in(select(expired.ID)
+            .from(expired)
+            .where(expired.EXPIRES_AT.le(utcNow()))
+            .limit(limit)
+            .forUpdate()
+            .skipLocked()))
+        .execute();
+  }
+
+  private static Select<?> liveItemsOf(Field<String> queueName) {
+    return selectOne().from(I).where(I.QUEUE_ID.eq(queueName))
+        .and(I.EXPIRES_AT.isNull().or(I.EXPIRES_AT.gt(utcNow())));
+  }
+
+  private static Table<Record2<Integer, JSONB>> payloadRows(List<JSONB> payloads) {
+    List<Row2<Integer, JSONB>> rows = new ArrayList<>(payloads.size());
+    for (int i = 0; i < payloads.size(); i++) {
+      rows.add(row(i, payloads.get(i)));
+    }
+    @SuppressWarnings("unchecked")
+    Row2<Integer, JSONB>[] array = rows.toArray(new Row2[0]);
+    return values(array).as("v", ORDINAL.getName(), PAYLOAD.getName());
+  }
+}
