@@ -6,6 +6,8 @@ import java.sql.Statement;
 import java.util.Locale;
 import java.util.UUID;
 import javax.sql.DataSource;
+import com.zaxxer.hikari.HikariConfig;
+import com.zaxxer.hikari.HikariDataSource;
 import org.jooq.DSLContext;
 import org.jooq.SQLDialect;
 import org.jooq.impl.DSL;
@@ -19,14 +21,21 @@ public final class TestDatabase implements AutoCloseable {
   private final PostgresServer server;
   private final String name;
   private final String jdbcUrl;
-  private final PGSimpleDataSource dataSource;
+  private final PGSimpleDataSource unpooled;
+  private final HikariDataSource pool;
 
   private TestDatabase(PostgresServer server, String name) {
     this.server = server;
     this.name = name;
     this.jdbcUrl = server.urlFor(name).value();
-    this.dataSource = new PGSimpleDataSource();
-    this.dataSource.setUrl(jdbcUrl);
+    this.unpooled = new PGSimpleDataSource();
+    this.unpooled.setUrl(jdbcUrl);
+    HikariConfig poolConfig = new HikariConfig();
+    poolConfig.setDataSource(unpooled);
+    poolConfig.setPoolName(name);
+    poolConfig.setMaximumPoolSize(24);
+    poolConfig.setMinimumIdle(0);
+    this.pool = new HikariDataSource(poolConfig);
   }
 
   /** Creates an empty database; {@link #migrated()} for one with the msgqueue schema. */
@@ -63,22 +72,35 @@ public final class TestDatabase implements AutoCloseable {
     return jdbcUrl;
   }
 
+  /** A connection pool over this database, as a service would use (up to 24 connections). */
   public DataSource dataSource() {
-    return dataSource;
+    return pool;
   }
 
-  /** A jOOQ context that takes a new connection from {@link #dataSource()} per statement or transaction. */
+  /**
+   * A data source whose sessions start with the given server settings, e.g. {@code "-c lock_timeout=500"}: a test
+   * that claims "never waits" runs the code under a lock timeout, so a wait fails it instead of passing slowly.
+   */
+  public DataSource dataSourceWithOptions(String serverOptions) {
+    PGSimpleDataSource withOptions = new PGSimpleDataSource();
+    withOptions.setUrl(jdbcUrl);
+    withOptions.setOptions(serverOptions);
+    return withOptions;
+  }
+
+  /** A jOOQ context that takes a connection from {@link #dataSource()} per statement or transaction. */
   public DSLContext dsl() {
-    return DSL.using(dataSource, SQLDialect.POSTGRES);
+    return DSL.using(pool, SQLDialect.POSTGRES);
   }
 
-  /** A new connection (autocommit on); the caller closes it. */
+  /** A new, unpooled connection (autocommit on); the caller closes it. */
   public Connection connect() throws SQLException {
-    return dataSource.getConnection();
+    return unpooled.getConnection();
   }
 
   @Override
   public void close() {
+    pool.close();
     try (Connection admin = server.adminConnection(); Statement statement = admin.createStatement()) {
       statement.execute("DROP DATABASE IF EXISTS \"" + name + "\" WITH (FORCE)");
     } catch (SQLException e) {

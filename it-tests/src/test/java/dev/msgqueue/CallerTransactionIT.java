@@ -1,0 +1,113 @@
+package dev.msgqueue;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.it.Session;
+import dev.msgqueue.it.TestDatabase;
+import java.time.Duration;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/**
+ * Semantic 6: publishing inside the caller's transaction commits and rolls back with it, and neither the heal path
+ * nor a missing queue aborts that transaction (PostgreSQL aborts a transaction on any error, 23503 included).
+ */
+@ExtendWith(MsgQueueDatabaseExtension.class)
+class CallerTransactionIT {
+  private final TestDatabase db;
+  private final QueueRows rows;
+  private final MessageQueueRepository repository;
+
+  CallerTransactionIT(TestDatabase db) {
+    this.db = db;
+    this.rows = new QueueRows(db.dsl());
+    this.repository = MessageQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
+  }
+
+  private void reap(String queue) {
+    rows.makeIdle(queue, Duration.ofHours(2));
+    assertThat(repository.reapIdleQueues()).contains(queue);
+  }
+
+  @Test
+  void commitsWithTheCallersJooqTransaction() {
+    QueueSpec spec = QueueSpec.autoDeleted("tx-commit");
+    repository.bindQueue(spec);
+    AtomicLong id = new AtomicLong();
+
+    db.dsl().transaction(tx -> id.set(repository.withContext(tx.dsl()).publish(spec, "{}")));
+
+    assertThat(rows.item(id.get()).getQueueId()).isEqualTo("tx-commit");
+  }
+
+  @Test
+  void rollsBackWithTheCallersJooqTransaction() {
+    QueueSpec spec = QueueSpec.autoDeleted("tx-rollback");
+    repository.bindQueue(spec);
+    AtomicLong id = new AtomicLong();
+
+    assertThatThrownBy(() -> db.dsl().transaction(tx -> {
+      id.set(repository.withContext(tx.dsl()).publish(spec, "{}"));
+      throw new IllegalStateException("the caller's own failure");
+    })).isInstanceOf(IllegalStateException.class).hasMessage("the caller's own failure");
+
+    assertThat(rows.item(id.get())).isNull();
+  }
+
+  @Test
+  void aHealInsideTheCallersTransactionCommitsWithIt() {
+    QueueSpec spec = QueueSpec.autoDeleted("tx-heal-commit");
+    repository.bindQueue(spec);
+    reap("tx-heal-commit");
+
+    try (Session caller = Session.open(db)) {
+      long before = repository.withContext(caller.dsl()).publish(spec, "{\"heal\": true}");
+      // The transaction is still healthy after the heal: more work in it succeeds.
+      long after = repository.withContext(caller.dsl()).publish(spec, "{\"heal\": false}");
+      assertThat(rows.exists("tx-heal-commit")).as("invisible before commit").isFalse();
+      caller.commit();
+
+      assertThat(rows.item(before).getQueueId()).isEqualTo("tx-heal-commit");
+      assertThat(rows.item(after).getQueueId()).isEqualTo("tx-heal-commit");
+    }
+  }
+
+  @Test
+  void aHealInsideTheCallersTransactionRollsBackWithIt() {
+    QueueSpec spec = QueueSpec.autoDeleted("tx-heal-rollback");
+    repository.bindQueue(spec);
+    reap("tx-heal-rollback");
+
+    try (Session caller = Session.open(db)) {
+      long id = repository.withContext(caller.dsl()).publish(spec, "{}");
+      caller.rollback();
+
+      assertThat(rows.item(id)).isNull();
+      assertThat(rows.exists("tx-heal-rollback")).isFalse();
+    }
+    // The repository's keep-alive bookkeeping thought the queue fresh; a later publish must still heal it.
+    long id = repository.publish(spec, "{}");
+    assertThat(rows.item(id).getQueueId()).isEqualTo("tx-heal-rollback");
+  }
+
+  @Test
+  void aMissingNonAutoDeletedQueueLeavesTheCallersTransactionUsable() {
+    QueueSpec existing = QueueSpec.durable("tx-existing");
+    repository.bindQueue(existing);
+
+    try (Session caller = Session.open(db)) {
+      MessageQueueRepository inTx = repository.withContext(caller.dsl());
+      long first = inTx.publish(existing, "{\"n\": 1}");
+      assertThatThrownBy(() -> inTx.publish(QueueSpec.durable("tx-missing"), "{}"))
+          .isInstanceOf(QueueNotFoundException.class);
+      long second = inTx.publish(existing, "{\"n\": 2}");
+      caller.commit();
+
+      assertThat(rows.item(first)).isNotNull();
+      assertThat(rows.item(second)).isNotNull();
+    }
+  }
+}

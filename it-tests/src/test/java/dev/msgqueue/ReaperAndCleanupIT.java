@@ -1,0 +1,89 @@
+package dev.msgqueue;
+
+import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.it.Session;
+import dev.msgqueue.it.TestDatabase;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.stream.IntStream;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/** Semantics 7 (batches) and 8: the reaper and the expired-item cleanup work in bounded batches. */
+@ExtendWith(MsgQueueDatabaseExtension.class)
+class ReaperAndCleanupIT {
+  private final TestDatabase db;
+  private final QueueRows rows;
+  private final MessageQueueRepository repository;
+
+  ReaperAndCleanupIT(TestDatabase db) {
+    this.db = db;
+    this.rows = new QueueRows(db.dsl());
+    this.repository = MessageQueueRepository.create(db.dataSource(), MsgQueueConfig.builder()
+        .reapBatchSize(10).cleanupBatchSize(10).build());
+  }
+
+  @Test
+  void reapsIdleEmptyQueuesInBatchesAndKeepsTheOthers() {
+    List<String> idle = IntStream.range(0, 25).mapToObj(i -> "batch-idle-" + i).toList();
+    idle.forEach(name -> repository.bindQueue(QueueSpec.autoDeleted(name)));
+    idle.forEach(name -> rows.makeIdle(name, Duration.ofHours(2)));
+    repository.bindQueue(QueueSpec.autoDeleted("batch-fresh"));
+    QueueSpec holding = QueueSpec.autoDeleted("batch-holding");
+    repository.bindQueue(holding);
+    repository.publish(holding, "{}");
+    rows.makeIdle("batch-holding", Duration.ofHours(2));
+
+    try (Session tx = Session.open(db)) {
+      assertThat(QueueStatements.lockIdleQueues(tx.dsl(), Duration.ofHours(1), 10))
+          .as("one batch locks at most reapBatchSize queues").hasSize(10);
+    }
+    assertThat(repository.reapIdleQueues()).containsExactlyInAnyOrderElementsOf(idle);
+    assertThat(rows.exists("batch-fresh")).isTrue();
+    assertThat(rows.exists("batch-holding")).as("holds an unexpired item").isTrue();
+  }
+
+  @Test
+  void aQueueHoldingOnlyExpiredItemsIsReapedAndItsItemsAreCleanedUp() {
+    QueueSpec spec = QueueSpec.autoDeleted("only-expired");
+    repository.bindQueue(spec);
+    repository.publishBatch(spec, List.of("1", "2", "3"));
+    rows.expireItems("only-expired");
+    rows.makeIdle("only-expired", Duration.ofHours(2));
+
+    assertThat(repository.reapIdleQueues()).contains("only-expired");
+    assertThat(db.dsl().fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.isNull())).isGreaterThanOrEqualTo(3);
+    assertThat(rows.unexpiredOrphans()).isZero();
+    assertThat(repository.deleteExpiredItems()).isGreaterThanOrEqualTo(3);
+    assertThat(db.dsl().fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.isNull())).isZero();
+  }
+
+  @Test
+  void deletesExpiredItemsInBatchesIncludingOrphansAndKeepsUnexpiredOnes() {
+    QueueSpec spec = QueueSpec.durable("cleanup");
+    repository.bindQueue(spec);
+    repository.deleteExpiredItems();
+    List<String> payloads = new ArrayList<>();
+    IntStream.range(0, 35).forEach(i -> payloads.add("{\"i\": " + i + "}"));
+    repository.publishBatch(spec, payloads);
+    rows.expireItems("cleanup");
+    List<Long> live = repository.publishBatch(spec, List.of("\"live-1\"", "\"live-2\""));
+    // Orphans of a queue deleted by hand, expired: the cleanup takes them too.
+    QueueSpec gone = QueueSpec.durable("cleanup-gone");
+    repository.bindQueue(gone);
+    repository.publishBatch(gone, List.of("1", "2", "3", "4", "5"));
+    rows.expireItems("cleanup-gone");
+    db.dsl().deleteFrom(dev.msgqueue.jooq.Tables.MESSAGE_QUEUE)
+        .where(dev.msgqueue.jooq.Tables.MESSAGE_QUEUE.NAME.eq("cleanup-gone")).execute();
+
+    assertThat(repository.deleteExpiredItems()).isEqualTo(40);
+
+    assertThat(rows.itemsOf("cleanup")).isEqualTo(2);
+    assertThat(db.dsl().fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.isNull())).isZero();
+    assertThat(live).allSatisfy(id -> assertThat(rows.item(id)).isNotNull());
+  }
+}

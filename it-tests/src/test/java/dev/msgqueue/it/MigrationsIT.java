@@ -1,0 +1,147 @@
+package dev.msgqueue.it;
+
+import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE;
+import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.jooq.impl.DSL.field;
+import static org.jooq.impl.DSL.name;
+import static org.jooq.impl.DSL.table;
+
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.List;
+import org.jooq.DSLContext;
+import org.jooq.JSONB;
+import org.jooq.Record1;
+import org.junit.jupiter.api.Test;
+
+/** The changelog: applies, is idempotent, rolls back, and recognises an existing production schema. */
+class MigrationsIT {
+  /** The production schema, as the existing service's own migrations created it. */
+  static final String PRODUCTION_DDL = """
+      CREATE TYPE "MessageQueueItemStatus" AS ENUM ('PENDING', 'ASSIGNED');
+      CREATE TABLE "MessageQueue" (
+        "name" TEXT NOT NULL,
+        "lastActive" TIMESTAMP(3) DEFAULT CURRENT_TIMESTAMP,
+        "durable" BOOLEAN NOT NULL DEFAULT true,
+        "autoDeleted" BOOLEAN NOT NULL DEFAULT false,
+        "exclusive" BOOLEAN NOT NULL DEFAULT false,
+        "exclusiveConsumerId" UUID,
+        CONSTRAINT "MessageQueue_pkey" PRIMARY KEY ("name"));
+      CREATE TABLE "MessageQueueItem" (
+        "id" BIGINT NOT NULL GENERATED ALWAYS AS IDENTITY,
+        "payload" JSONB NOT NULL,
+        "readAfter" TIMESTAMP(3),
+        "expiresAt" TIMESTAMP(3),
+        "queueId" TEXT,
+        "status" "MessageQueueItemStatus" NOT NULL DEFAULT 'PENDING',
+        CONSTRAINT "MessageQueueItem_pkey" PRIMARY KEY ("id"));
+      CREATE INDEX "MessageQueueItem_expiresAt_queueId_readAfter_status_id_idx"
+        ON "MessageQueueItem"("expiresAt", "queueId", "readAfter", "status", "id");
+      ALTER TABLE "MessageQueueItem" ADD CONSTRAINT "MessageQueueItem_queueId_fkey" FOREIGN KEY ("queueId")
+        REFERENCES "MessageQueue"("name") ON DELETE SET NULL ON UPDATE CASCADE;
+      """;
+
+  @Test
+  void appliesToAnEmptyDatabaseAndASecondUpdateChangesNothing() throws SQLException {
+    try (TestDatabase db = TestDatabase.createEmpty("migrate-empty"); Connection connection = db.connect()) {
+      Migrations.update(connection);
+      List<String> firstRun = changeLog(db.dsl());
+      String schemaAfterFirst = schemaFingerprint(db.dsl());
+
+      Migrations.update(connection);
+
+      assertThat(firstRun).hasSizeGreaterThanOrEqualTo(4).allMatch(row -> row.endsWith("EXECUTED"));
+      assertThat(changeLog(db.dsl())).isEqualTo(firstRun);
+      assertThat(schemaFingerprint(db.dsl())).isEqualTo(schemaAfterFirst);
+      assertThat(tableNames(db.dsl())).contains("MessageQueue", "MessageQueueItem");
+    }
+  }
+
+  @Test
+  void rollsBackToAnEmptySchema() throws SQLException {
+    try (TestDatabase db = TestDatabase.createEmpty("migrate-rollback"); Connection connection = db.connect()) {
+      Migrations.update(connection);
+      int changeSets = changeLog(db.dsl()).size();
+
+      Migrations.rollback(connection, changeSets);
+
+      assertThat(tableNames(db.dsl())).doesNotContain("MessageQueue", "MessageQueueItem");
+      assertThat(db.dsl().fetchCount(table(name("pg_catalog", "pg_type")),
+          field(name("typname")).eq("MessageQueueItemStatus"))).isZero();
+      assertThat(changeLog(db.dsl())).isEmpty();
+
+      Migrations.update(connection);
+      assertThat(tableNames(db.dsl())).contains("MessageQueue", "MessageQueueItem");
+    }
+  }
+
+  @Test
+  void overAnExistingProductionSchemaIsANoOpThatKeepsItsRows() throws SQLException {
+    try (TestDatabase db = TestDatabase.createEmpty("migrate-production");
+        Connection connection = db.connect()) {
+      try (Statement statement = connection.createStatement()) {
+        statement.execute(PRODUCTION_DDL);
+      }
+      DSLContext dsl = db.dsl();
+      dsl.insertInto(MESSAGE_QUEUE).set(MESSAGE_QUEUE.NAME, "existing").execute();
+      dsl.insertInto(MESSAGE_QUEUE_ITEM)
+          .set(MESSAGE_QUEUE_ITEM.PAYLOAD, JSONB.valueOf("{\"kept\": true}"))
+          .set(MESSAGE_QUEUE_ITEM.QUEUE_ID, "existing")
+          .execute();
+      String before = schemaFingerprint(dsl);
+
+      Migrations.update(connection);
+
+      assertThat(changeLog(dsl)).startsWith(
+          "msgqueue-001-item-status-enum MARK_RAN",
+          "msgqueue-002-message-queue-table MARK_RAN",
+          "msgqueue-003-message-queue-item-table MARK_RAN",
+          "msgqueue-004-message-queue-item-expiry-index MARK_RAN");
+      assertThat(schemaFingerprint(dsl)).isEqualTo(before);
+      assertThat(dsl.fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.eq("existing"))).isEqualTo(1);
+    }
+  }
+
+  /** Changesets in execution order, as "id EXECTYPE". */
+  static List<String> changeLog(DSLContext dsl) {
+    if (!tableNames(dsl).contains("databasechangelog")) {
+      return List.of();
+    }
+    return dsl.select(field(name("id"), String.class), field(name("exectype"), String.class))
+        .from(table(name("databasechangelog")))
+        .orderBy(field(name("orderexecuted")))
+        .fetch(row -> row.value1() + " " + row.value2());
+  }
+
+  static List<String> tableNames(DSLContext dsl) {
+    return dsl.select(field(name("table_name"), String.class))
+        .from(table(name("information_schema", "tables")))
+        .where(field(name("table_schema")).eq(org.jooq.impl.DSL.currentSchema()))
+        .fetch(Record1::value1);
+  }
+
+  /** Columns with types, defaults and nullability, constraints and indexes of the two tables. */
+  static String schemaFingerprint(DSLContext dsl) {
+    String columns = dsl.select(field(name("table_name")), field(name("column_name")), field(name("data_type")),
+            field(name("udt_name")), field(name("column_default")), field(name("is_nullable")),
+            field(name("is_identity")), field(name("datetime_precision")))
+        .from(table(name("information_schema", "columns")))
+        .where(field(name("table_name"), String.class).in("MessageQueue", "MessageQueueItem"))
+        .orderBy(field(name("table_name")), field(name("ordinal_position")))
+        .fetch().formatCSV();
+    String indexes = dsl.select(field(name("indexname")), field(name("indexdef")))
+        .from(table(name("pg_catalog", "pg_indexes")))
+        .where(field(name("tablename"), String.class).in("MessageQueue", "MessageQueueItem"))
+        .orderBy(field(name("indexname")))
+        .fetch().formatCSV();
+    String constraints = dsl.select(field(name("conname")), org.jooq.impl.DSL.function("pg_get_constraintdef",
+            String.class, field(name("oid"))))
+        .from(table(name("pg_catalog", "pg_constraint")))
+        .where(field(name("conname"), String.class).like("MessageQueue%"))
+        .orderBy(field(name("conname")))
+        .fetch().formatCSV();
+    return columns + indexes + constraints;
+  }
+}
