@@ -20,21 +20,26 @@ public final class Migrations {
   private Migrations() { }
 
   public static void update(Connection connection) {
-    run(connection, UpdateCommandStep.COMMAND_NAME, null);
+    update(connection, CHANGELOG);
+  }
+
+  /** Applies {@code changelog}, a classpath resource (a service's own changelog that includes ours, say). */
+  public static void update(Connection connection, String changelog) {
+    run(connection, UpdateCommandStep.COMMAND_NAME, changelog, null);
   }
 
   public static void rollback(Connection connection, int changeSets) {
-    run(connection, RollbackCountCommandStep.COMMAND_NAME, changeSets);
+    run(connection, RollbackCountCommandStep.COMMAND_NAME, CHANGELOG, changeSets);
   }
 
-  private static void run(Connection connection, String[] command, Integer count) {
+  private static void run(Connection connection, String[] command, String changelog, Integer count) {
     try {
       Database database = DatabaseFactory.getInstance()
           .findCorrectDatabaseImplementation(new JdbcConnection(connection));
       Scope.child(Scope.Attr.resourceAccessor.name(), new ClassLoaderResourceAccessor(), () -> {
         CommandScope scope = new CommandScope(command)
             .addArgumentValue(DbUrlConnectionArgumentsCommandStep.DATABASE_ARG, database)
-            .addArgumentValue(UpdateCommandStep.CHANGELOG_FILE_ARG, CHANGELOG);
+            .addArgumentValue(UpdateCommandStep.CHANGELOG_FILE_ARG, changelog);
         if (count != null) {
           scope.addArgumentValue(RollbackCountCommandStep.COUNT_ARG, count);
         }

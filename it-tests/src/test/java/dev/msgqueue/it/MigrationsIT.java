@@ -104,6 +104,20 @@ class MigrationsIT {
     }
   }
 
+  @Test
+  void aServiceIncludesTheChangelogFromItsOwn() throws SQLException {
+    try (TestDatabase db = TestDatabase.createEmpty("migrate-include"); Connection connection = db.connect()) {
+      Migrations.update(connection, "db/changelog/service/service-changelog.xml");
+
+      assertThat(tableNames(db.dsl())).contains("MessageQueue", "MessageQueueItem", "orders");
+      assertThat(changeLog(db.dsl())).contains("msgqueue-003-message-queue-item-table EXECUTED",
+          "service-001-orders EXECUTED");
+      // The same changesets through our master file afterwards: recognised as already applied.
+      Migrations.update(connection);
+      assertThat(changeLog(db.dsl())).doesNotHaveDuplicates();
+    }
+  }
+
   /** Changesets in execution order, as "id EXECTYPE". */
   static List<String> changeLog(DSLContext dsl) {
     if (!tableNames(dsl).contains("databasechangelog")) {

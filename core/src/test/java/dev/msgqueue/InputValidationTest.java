@@ -1,0 +1,145 @@
+package dev.msgqueue;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatCode;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.UUID;
+import org.jooq.JSONB;
+import org.jooq.SQLDialect;
+import org.jooq.impl.DSL;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * Bad input fails with {@link IllegalArgumentException} before any SQL runs. The repository here sits on a jOOQ
+ * context with no connection at all: had any statement been attempted, jOOQ would have thrown its own exception.
+ */
+class InputValidationTest {
+  private final MessageQueueRepository repository = MessageQueueRepository.create(
+      DSL.using(SQLDialect.POSTGRES), MsgQueueConfig.builder().maxPayloadBytes(1024).build());
+  private final QueueSpec queue = QueueSpec.autoDeleted("q");
+
+  @ParameterizedTest
+  @ValueSource(strings = {"", " ", "\t", " leading", "trailing ", "nul\u0000byte", "line\nbreak", "bell\u0007",
+      "del\u007f", "c1\u0085"})
+  void rejectsBadQueueNames(String name) {
+    assertThatThrownBy(() -> QueueSpec.autoDeleted(name)).isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("queue name");
+  }
+
+  @Test
+  void rejectsNullAndOverlongAndMalformedQueueNames() {
+    assertThatThrownBy(() -> QueueSpec.durable(null)).isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> QueueSpec.durable("x".repeat(QueueSpec.MAX_NAME_BYTES + 1)))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("256 bytes");
+    // 128 two-byte characters: 256 bytes although only 128 chars.
+    assertThatThrownBy(() -> QueueSpec.durable("é".repeat(128))).isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> QueueSpec.durable("lone\ud800surrogate")).isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> repository.touch("bad\u0000")).isInstanceOf(IllegalArgumentException.class);
+  }
+
+  @Test
+  void acceptsNamesWithQuotesSemicolonsAndUnicodeUpToTheLimit() {
+    assertThatCode(() -> QueueSpec.durable("tenant'; DROP TABLE \"MessageQueue\"; --")).doesNotThrowAnyException();
+    assertThatCode(() -> QueueSpec.durable("队列-🚀-" + "x".repeat(200))).doesNotThrowAnyException();
+    assertThatCode(() -> QueueSpec.durable("x".repeat(QueueSpec.MAX_NAME_BYTES))).doesNotThrowAnyException();
+  }
+
+  @Test
+  void exclusiveQueuesNeedAConsumerAndOnlyTheyHaveOne() {
+    assertThatThrownBy(() -> new QueueSpec("q", false, true, true, null))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("exclusiveConsumerId");
+    assertThatThrownBy(() -> new QueueSpec("q", false, true, false, UUID.randomUUID()))
+        .isInstanceOf(IllegalArgumentException.class);
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"{", "}", "{\"a\":}", "nul", "[1,]", "{\"a\" 1}", "'single'", "NaN", "{} {}", "1 2",
+      "\"\\u0000\"", "{\"\\u0000\": 1}", "\"\\ud800\"", "1e1000000", "--1"})
+  void rejectsPayloadsPostgresWouldReject(String payload) {
+    assertThatThrownBy(() -> repository.publish(queue, payload))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("payload");
+  }
+
+  @Test
+  void rejectsNullEmptyOversizedAndTooDeepPayloads() {
+    assertThatThrownBy(() -> repository.publish(queue, (String) null)).isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("null");
+    assertThatThrownBy(() -> repository.publish(queue, (JSONB) null)).isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> repository.publish(queue, "")).isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("empty");
+    assertThatThrownBy(() -> repository.publish(queue, "   ")).isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> repository.publish(queue, "\"" + "x".repeat(1100) + "\""))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("maximum is 1024");
+    String deep = "[".repeat(Payloads.MAX_NESTING_DEPTH + 1) + "]".repeat(Payloads.MAX_NESTING_DEPTH + 1);
+    MessageQueueRepository roomy = MessageQueueRepository.create(DSL.using(SQLDialect.POSTGRES),
+        MsgQueueConfig.builder().maxPayloadBytes(1 << 20).build());
+    assertThatThrownBy(() -> roomy.publish(queue, deep)).isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("nesting");
+  }
+
+  @Test
+  void rejectsNullSpecOptionsAndBadBatches() {
+    assertThatThrownBy(() -> repository.publish(null, "{}")).isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> repository.publish(queue, "{}", null)).isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> repository.publishBatch(queue, null)).isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> repository.publishBatch(queue, Arrays.asList("{}", null)))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageStartingWith("payload 1:");
+    assertThatThrownBy(() -> repository.publishBatch(queue, List.of("{}", "{", "{}")))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageStartingWith("payload 1:");
+    List<String> tooMany = new ArrayList<>();
+    for (int i = 0; i <= MessageQueueRepository.MAX_BATCH_SIZE; i++) {
+      tooMany.add("1");
+    }
+    assertThatThrownBy(() -> repository.publishBatch(queue, tooMany)).isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("at most");
+    assertThat(repository.publishBatch(queue, List.of())).isEmpty();
+  }
+
+  @Test
+  void rejectsAbsurdTtlsAndDelays() {
+    assertThatThrownBy(() -> PublishOptions.defaults().withTtl(Duration.ZERO)).isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> PublishOptions.defaults().withTtl(Duration.ofSeconds(-1)))
+        .isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> PublishOptions.defaults().withTtl(Duration.ofDays(366)))
+        .isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> PublishOptions.defaults().withDelay(Duration.ofMillis(-1)))
+        .isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> PublishOptions.defaults().withDelay(null)).isInstanceOf(NullPointerException.class);
+    assertThatThrownBy(() -> PublishOptions.defaults().withTtl(Duration.ofSeconds(5)).withDelay(Duration.ofSeconds(5)))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("shorter than ttl");
+    // The default TTL is 5 minutes: a 10 minute delay could never be delivered.
+    assertThatThrownBy(() -> repository.publish(queue, "{}", PublishOptions.defaults().withDelay(Duration.ofMinutes(10))))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("default ttl");
+  }
+
+  @Test
+  void validatesTheConfiguration() {
+    assertThatThrownBy(() -> MsgQueueConfig.builder().keepAliveInterval(Duration.ofMinutes(16)).build())
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("quarter");
+    assertThatThrownBy(() -> MsgQueueConfig.builder().keepAliveInterval(Duration.ZERO).build())
+        .isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> MsgQueueConfig.builder().reapBatchSize(0).build())
+        .isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> MsgQueueConfig.builder().defaultMessageTtl(null).build())
+        .isInstanceOf(NullPointerException.class);
+    assertThatCode(() -> MsgQueueConfig.builder().keepAliveInterval(Duration.ofMinutes(15)).build())
+        .doesNotThrowAnyException();
+    assertThatThrownBy(() -> MessageQueueRepository.create(DSL.using(SQLDialect.MYSQL), MsgQueueConfig.defaults()))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("POSTGRES");
+  }
+
+  @Test
+  void aValidPublishDoesReachTheDatabase() {
+    // The counter-proof: valid input gets past validation, and then fails only for want of a connection.
+    assertThatThrownBy(() -> repository.publish(queue, "{\"valid\": true}"))
+        .isNotInstanceOf(IllegalArgumentException.class)
+        .isInstanceOf(org.jooq.exception.DataAccessException.class);
+  }
+}
