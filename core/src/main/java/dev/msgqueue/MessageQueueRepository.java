@@ -148,11 +148,11 @@ public final class MessageQueueRepository {
   private List<Long> publishValidated(QueueSpec spec, List<JSONB> validated, PublishOptions options) {
     Duration ttl = requireValid(spec, options);
     Duration delay = options.delay();
+    if (keepAlive.claimRefresh(spec.name())) {
+      refreshKeepAlive(spec.name());
+    }
     List<Long> ids = QueueStatements.insertItems(ctx, spec.name(), validated, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
     if (!ids.isEmpty()) {
-      if (keepAlive.claimRefresh(spec.name())) {
-        QueueStatements.refreshIfStale(ctx, spec.name(), config.keepAliveInterval());
-      }
       return sorted(ids);
     }
     if (!spec.autoDeleted()) {
@@ -163,6 +163,16 @@ public final class MessageQueueRepository {
     keepAlive.refreshed(spec.name());
     log.info("re-created auto-deleted queue \"{}\" on publish (it had been reaped)", spec.name());
     return sorted(ids);
+  }
+
+  // Before the insert, so that if it fails no message has been committed behind the caller's back (autocommit).
+  private void refreshKeepAlive(String queue) {
+    try {
+      QueueStatements.refreshIfStale(ctx, queue, config.keepAliveInterval());
+    } catch (RuntimeException e) {
+      keepAlive.forget(queue);
+      throw e;
+    }
   }
 
   /**
