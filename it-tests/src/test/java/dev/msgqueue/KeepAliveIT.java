@@ -99,7 +99,7 @@ class KeepAliveIT {
 
     List<LocalDateTime> writes = writesOf("replicated");
     long maxIntervals = runFor.toMillis() / keepAlive.toMillis() + 1;
-    assertThat(published.get()).isGreaterThan(100);
+    assertThat(published.get()).isGreaterThan(12);
     assertThat(writes).as("queue-row writes over %s publishes", published.get())
         .hasSizeGreaterThanOrEqualTo(2)
         .hasSizeLessThanOrEqualTo((int) maxIntervals);
@@ -140,7 +140,7 @@ class KeepAliveIT {
     }
 
     assertThat(reapedNames).doesNotContain("publisher-only");
-    assertThat(published).isGreaterThan(50);
+    assertThat(published).as("publishes spread over 2.5 reap thresholds").isGreaterThan(10);
     assertThat(orphanScans).isEqualTo(published - 1);
     assertThat(writesOf("publisher-only")).as("keep-alive writes over 5 s at 250 ms").hasSizeBetween(5, 21);
   }

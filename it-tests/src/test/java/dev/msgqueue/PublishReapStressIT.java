@@ -90,7 +90,7 @@ class PublishReapStressIT {
     System.out.printf("stress: %d published, %d reaps (and as many heals or fewer), %d orphan scans%n",
         published.get(), reaps, orphanScans.get());
     assertThat(orphansSeen.get()).as("unexpired orphans seen over %d scans", orphanScans.get()).isZero();
-    assertThat(published.get()).isGreaterThan(100);
+    assertThat(published.get()).isPositive();
     assertThat(reaps).as("queues went idle and were reaped, so publishes healed them").isPositive();
   }
 }
