@@ -11,6 +11,8 @@ import javax.sql.DataSource;
 import org.jooq.DSLContext;
 import org.jooq.JSONB;
 import org.jooq.SQLDialect;
+import org.jooq.conf.Settings;
+import org.jooq.conf.SettingsTools;
 import org.jooq.impl.DSL;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -63,7 +65,7 @@ public final class MessageQueueRepository {
     Objects.requireNonNull(ctx, "ctx");
     Objects.requireNonNull(config, "config");
     requirePostgres(ctx);
-    return new MessageQueueRepository(ctx, config, new Payloads(config.maxPayloadBytes()),
+    return new MessageQueueRepository(bounded(ctx, config), config, new Payloads(config.maxPayloadBytes()),
         new KeepAliveTracker(config.keepAliveInterval(), config.maxTrackedQueues()));
   }
 
@@ -80,7 +82,7 @@ public final class MessageQueueRepository {
   public MessageQueueRepository withContext(DSLContext transactionContext) {
     Objects.requireNonNull(transactionContext, "transactionContext");
     requirePostgres(transactionContext);
-    return new MessageQueueRepository(transactionContext, config, payloads, keepAlive);
+    return new MessageQueueRepository(bounded(transactionContext, config), config, payloads, keepAlive);
   }
 
   public MsgQueueConfig config() {
@@ -211,6 +213,7 @@ public final class MessageQueueRepository {
     List<String> reaped = new ArrayList<>();
     while (true) {
       ReapBatch batch = ctx.transactionResult(tx -> {
+        QueueStatements.limitLockWaits(tx.dsl(), config.lockTimeout());
         List<String> locked = QueueStatements.lockIdleQueues(
             tx.dsl(), config.reapIdleThreshold(), config.reapBatchSize());
         List<String> deleted = locked.isEmpty() ? List.of()
@@ -242,7 +245,10 @@ public final class MessageQueueRepository {
     int total = 0;
     int deleted;
     do {
-      deleted = ctx.transactionResult(tx -> QueueStatements.deleteExpiredItems(tx.dsl(), config.cleanupBatchSize()));
+      deleted = ctx.transactionResult(tx -> {
+        QueueStatements.limitLockWaits(tx.dsl(), config.lockTimeout());
+        return QueueStatements.deleteExpiredItems(tx.dsl(), config.cleanupBatchSize());
+      });
       total += deleted;
     } while (deleted == config.cleanupBatchSize());
     if (total > 0) {
@@ -271,6 +277,15 @@ public final class MessageQueueRepository {
     List<Long> copy = new ArrayList<>(ids);
     Collections.sort(copy);
     return copy;
+  }
+
+  /**
+   * The caller's context (same connection or data source) with every statement bounded by the statement timeout and
+   * its failures translated into msgqueue's typed exceptions.
+   */
+  private static DSLContext bounded(DSLContext ctx, MsgQueueConfig config) {
+    Settings settings = SettingsTools.clone(ctx.settings()).withQueryTimeout(config.statementTimeoutSeconds());
+    return ctx.configuration().derive(settings).deriveAppending(new FailureTranslation()).dsl();
   }
 
   private static void requirePostgres(DSLContext ctx) {

@@ -19,6 +19,10 @@ import java.util.Objects;
  * @param maxPayloadBytes the largest payload accepted, in UTF-8 bytes of its JSON text
  * @param maxTrackedQueues how many queues' keep-alive deadlines one repository remembers; past this it forgets the
  *     least recently due ones (forgetting costs at most one extra no-op keep-alive statement)
+ * @param statementTimeout the longest any statement msgqueue issues may run, lock waits included (JDBC query timeout,
+ *     whole seconds, at least 1 s); past it the statement is cancelled and {@link MsgQueueTimeoutException} thrown
+ * @param lockTimeout the longest a statement may wait for a lock in the transactions msgqueue runs itself (reaper,
+ *     cleanup), as PostgreSQL's {@code lock_timeout}; at most {@code statementTimeout}
  */
 public record MsgQueueConfig(
     Duration keepAliveInterval,
@@ -27,7 +31,9 @@ public record MsgQueueConfig(
     int cleanupBatchSize,
     Duration defaultMessageTtl,
     int maxPayloadBytes,
-    int maxTrackedQueues) {
+    int maxTrackedQueues,
+    Duration statementTimeout,
+    Duration lockTimeout) {
 
   /** The largest payload this library accepts at all: PostgreSQL's jsonb limit is far above, but memory is not. */
   public static final int PAYLOAD_BYTES_CEILING = 64 * 1024 * 1024;
@@ -49,9 +55,27 @@ public record MsgQueueConfig(
     requireRange("cleanupBatchSize", cleanupBatchSize, 1, 100_000);
     requireRange("maxPayloadBytes", maxPayloadBytes, 2, PAYLOAD_BYTES_CEILING);
     requireRange("maxTrackedQueues", maxTrackedQueues, 16, 10_000_000);
+    requirePositive("statementTimeout", statementTimeout);
+    requirePositive("lockTimeout", lockTimeout);
+    if (statementTimeout.compareTo(Duration.ofSeconds(1)) < 0 || statementTimeout.compareTo(Duration.ofHours(1)) > 0) {
+      throw new IllegalArgumentException("statementTimeout must be between 1 s and 1 h, was " + statementTimeout);
+    }
+    if (lockTimeout.compareTo(statementTimeout) > 0) {
+      throw new IllegalArgumentException("lockTimeout (" + lockTimeout + ") must be at most statementTimeout ("
+          + statementTimeout + ")");
+    }
   }
 
-  /** The defaults: keep-alive 5 min, reap after 1 h idle in batches of 100, TTL 5 min, payloads up to 1 MiB. */
+  /** {@link #statementTimeout()} in the whole seconds a JDBC query timeout takes, rounded up. */
+  int statementTimeoutSeconds() {
+    long millis = statementTimeout.toMillis();
+    return (int) ((millis + 999) / 1000);
+  }
+
+  /**
+   * The defaults: keep-alive 5 min, reap after 1 h idle in batches of 100, TTL 5 min, payloads up to 1 MiB,
+   * statements bounded to 30 s and lock waits in msgqueue's own transactions to 5 s.
+   */
   public static MsgQueueConfig defaults() {
     return builder().build();
   }
@@ -82,6 +106,8 @@ public record MsgQueueConfig(
     private Duration defaultMessageTtl = Duration.ofMinutes(5);
     private int maxPayloadBytes = 1024 * 1024;
     private int maxTrackedQueues = 10_000;
+    private Duration statementTimeout = Duration.ofSeconds(30);
+    private Duration lockTimeout = Duration.ofSeconds(5);
 
     private Builder() { }
 
@@ -120,10 +146,20 @@ public record MsgQueueConfig(
       return this;
     }
 
+    public Builder statementTimeout(Duration value) {
+      this.statementTimeout = value;
+      return this;
+    }
+
+    public Builder lockTimeout(Duration value) {
+      this.lockTimeout = value;
+      return this;
+    }
+
     /** @throws IllegalArgumentException naming the first invalid value */
     public MsgQueueConfig build() {
       return new MsgQueueConfig(keepAliveInterval, reapIdleThreshold, reapBatchSize, cleanupBatchSize,
-          defaultMessageTtl, maxPayloadBytes, maxTrackedQueues);
+          defaultMessageTtl, maxPayloadBytes, maxTrackedQueues, statementTimeout, lockTimeout);
     }
   }
 }

@@ -205,6 +205,12 @@ final class QueueStatements {
         .fetch(Q.NAME);
   }
 
+  /** Bounds every lock wait in the current transaction (PostgreSQL's {@code SET LOCAL lock_timeout}). */
+  static void limitLockWaits(DSLContext tx, Duration lockTimeout) {
+    tx.select(function("set_config", SQLDataType.VARCHAR, inline("lock_timeout"), val(lockTimeout.toMillis() + "ms"),
+        inline(true))).fetch();
+  }
+
   /** Deletes up to {@code limit} expired items (orphans with a NULL queue included), skipping locked ones. */
   static int deleteExpiredItems(DSLContext ctx, int limit) {
     var expired = I.as("expired");

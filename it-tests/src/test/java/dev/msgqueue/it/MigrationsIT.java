@@ -10,7 +10,13 @@ import static org.jooq.impl.DSL.table;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CyclicBarrier;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
 import org.jooq.DSLContext;
 import org.jooq.JSONB;
 import org.jooq.Record1;
@@ -115,6 +121,40 @@ class MigrationsIT {
       // The same changesets through our master file afterwards: recognised as already applied.
       Migrations.update(connection);
       assertThat(changeLog(db.dsl())).doesNotHaveDuplicates();
+    }
+  }
+
+  @Test
+  void twoServicesMigratingAtOnceEndWithOneCorrectSchema() throws Exception {
+    String expected;
+    try (TestDatabase reference = TestDatabase.createMigrated("migrate-reference")) {
+      expected = schemaFingerprint(reference.dsl());
+    }
+    try (TestDatabase db = TestDatabase.createEmpty("migrate-concurrent")) {
+      CyclicBarrier start = new CyclicBarrier(2);
+      ExecutorService services = Executors.newFixedThreadPool(2);
+      try {
+        List<Future<?>> runs = new ArrayList<>();
+        for (int i = 0; i < 2; i++) {
+          runs.add(services.submit(() -> {
+            try (Connection connection = db.connect()) {
+              start.await();
+              Migrations.update(connection);
+            }
+            return null;
+          }));
+        }
+        for (Future<?> run : runs) {
+          run.get(120, TimeUnit.SECONDS);
+        }
+      } finally {
+        services.shutdownNow();
+      }
+
+      // Liquibase's DATABASECHANGELOGLOCK serializes the two: one applies, the other finds nothing to do.
+      assertThat(changeLog(db.dsl())).hasSize(changeLog(db.dsl()).stream().distinct().toList().size())
+          .allMatch(row -> row.endsWith("EXECUTED"));
+      assertThat(schemaFingerprint(db.dsl())).isEqualTo(expected);
     }
   }
 

@@ -1,0 +1,128 @@
+package dev.msgqueue;
+
+import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE;
+import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.jooq.impl.DSL.field;
+import static org.jooq.impl.DSL.function;
+import static org.jooq.impl.DSL.name;
+import static org.jooq.impl.DSL.table;
+
+import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.it.Session;
+import dev.msgqueue.it.TestDatabase;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/**
+ * Every statement msgqueue issues is bounded: held locks make it fail fast with a typed exception instead of
+ * hanging, and a connection killed under it surfaces as a typed "outcome unknown" exception.
+ */
+@ExtendWith(MsgQueueDatabaseExtension.class)
+@Timeout(60)
+class TimeoutsAndFaultsIT {
+  private final TestDatabase db;
+  private final QueueRows rows;
+
+  TimeoutsAndFaultsIT(TestDatabase db) {
+    this.db = db;
+    this.rows = new QueueRows(db.dsl());
+  }
+
+  private MessageQueueRepository repository(Duration statementTimeout, Duration lockTimeout) {
+    return MessageQueueRepository.create(db.dataSource(), MsgQueueConfig.builder()
+        .statementTimeout(statementTimeout).lockTimeout(lockTimeout).build());
+  }
+
+  @Test
+  void aPublishBlockedByAHeldQueueRowFailsFastWithATypedTimeout() {
+    QueueSpec spec = QueueSpec.autoDeleted("held-queue");
+    MessageQueueRepository repository = repository(Duration.ofSeconds(1), Duration.ofMillis(500));
+    repository.bindQueue(spec);
+
+    try (Session holder = Session.open(db)) {
+      // What a reaper that never commits would hold.
+      holder.dsl().selectFrom(MESSAGE_QUEUE).where(MESSAGE_QUEUE.NAME.eq("held-queue")).forUpdate().fetch();
+
+      assertThatThrownBy(() -> repository.publish(spec, "{}"))
+          .isInstanceOf(MsgQueueTimeoutException.class)
+          .hasMessageContaining("57014");
+      holder.rollback();
+    }
+    assertThat(rows.itemsOf("held-queue")).as("nothing left behind").isZero();
+    assertThat(repository.publish(spec, "{}")).isPositive();
+  }
+
+  @Test
+  void theReaperFailsFastOnAHeldItemLockAndSucceedsOnceItIsReleased() {
+    QueueSpec spec = QueueSpec.autoDeleted("reaper-held");
+    MessageQueueRepository repository = repository(Duration.ofSeconds(30), Duration.ofMillis(200));
+    repository.bindQueue(spec);
+    long id = repository.publish(spec, "{}");
+    rows.expireItems("reaper-held");
+    rows.makeIdle("reaper-held", Duration.ofHours(2));
+
+    try (Session consumer = Session.open(db)) {
+      // A consumer in the middle of acknowledging the (expired) item: deleting the queue must set its queueId.
+      consumer.dsl().selectFrom(MESSAGE_QUEUE_ITEM).where(MESSAGE_QUEUE_ITEM.ID.eq(id)).forUpdate().fetch();
+
+      Instant start = Instant.now();
+      assertThatThrownBy(repository::reapIdleQueues)
+          .isInstanceOf(MsgQueueTimeoutException.class)
+          .hasMessageContaining("55P03");
+      assertThat(Duration.between(start, Instant.now())).as("bounded by lock_timeout, not statement_timeout")
+          .isLessThan(Duration.ofSeconds(25));
+      consumer.rollback();
+    }
+    assertThat(rows.exists("reaper-held")).isTrue();
+    assertThat(repository.reapIdleQueues()).contains("reaper-held");
+  }
+
+  @Test
+  void aPublishWhoseConnectionIsKilledRaisesATypedOutcomeUnknownException() throws Exception {
+    QueueSpec spec = QueueSpec.autoDeleted("killed");
+    MessageQueueRepository repository = repository(Duration.ofSeconds(30), Duration.ofSeconds(5));
+    repository.bindQueue(spec);
+
+    try (Session holder = Session.open(db)) {
+      holder.dsl().selectFrom(MESSAGE_QUEUE).where(MESSAGE_QUEUE.NAME.eq("killed")).forUpdate().fetch();
+      CompletableFuture<Long> publish = CompletableFuture.supplyAsync(() -> repository.publish(spec, "{}"));
+      int publisherPid = awaitBackendWaitingOnLock(holder.pid());
+
+      db.dsl().select(function("pg_terminate_backend", Boolean.class, org.jooq.impl.DSL.val(publisherPid))).fetch();
+
+      assertThatThrownBy(() -> publish.get(30, TimeUnit.SECONDS))
+          .isInstanceOf(ExecutionException.class)
+          .cause().isInstanceOf(MsgQueueConnectionException.class)
+          .hasMessageContaining("outcome is unknown");
+      holder.rollback();
+    }
+    // The pool drops the dead connection; the next publish works.
+    assertThat(rows.item(repository.publish(spec, "{}")).getQueueId()).isEqualTo("killed");
+  }
+
+  private int awaitBackendWaitingOnLock(int exceptPid) throws InterruptedException {
+    Instant deadline = Instant.now().plusSeconds(20);
+    while (Instant.now().isBefore(deadline)) {
+      Integer pid = db.dsl().select(field(name("pid"), Integer.class))
+          .from(table(name("pg_catalog", "pg_stat_activity")))
+          .where(field(name("datname")).eq(db.name()))
+          .and(field(name("wait_event_type")).eq("Lock"))
+          .and(field(name("pid")).ne(exceptPid))
+          .limit(1)
+          .fetchOne(record -> record.value1());
+      if (pid != null) {
+        return pid;
+      }
+      Thread.sleep(10);
+    }
+    throw new AssertionError("no backend ever waited on the held lock");
+  }
+}
