@@ -19,6 +19,11 @@ import java.util.Objects;
  * @param maxPayloadBytes the largest payload accepted, in UTF-8 bytes of its JSON text
  * @param maxTrackedQueues how many queues' keep-alive deadlines one repository remembers; past this it forgets the
  *     least recently due ones (forgetting costs at most one extra no-op keep-alive statement)
+ * @param wakeupNotifications whether a publish sends a (coalesced) PostgreSQL NOTIFY so idle subscribers claim at
+ *     once; when off, subscribers find messages by polling only
+ * @param wakeupWindow the coalescing window of those notifications: at most one per queue per window per repository
+ *     (share one repository per service). Subscribers also re-claim once this long after a wake-up, to pick up the
+ *     messages whose notification was coalesced away.
  */
 public record MsgQueueConfig(
     Duration keepAliveInterval,
@@ -27,7 +32,9 @@ public record MsgQueueConfig(
     int cleanupBatchSize,
     Duration defaultMessageTtl,
     int maxPayloadBytes,
-    int maxTrackedQueues) {
+    int maxTrackedQueues,
+    boolean wakeupNotifications,
+    Duration wakeupWindow) {
 
   /** The largest payload this library accepts at all: PostgreSQL's jsonb limit is far above, but memory is not. */
   public static final int PAYLOAD_BYTES_CEILING = 64 * 1024 * 1024;
@@ -49,9 +56,13 @@ public record MsgQueueConfig(
     requireRange("cleanupBatchSize", cleanupBatchSize, 1, 100_000);
     requireRange("maxPayloadBytes", maxPayloadBytes, 2, PAYLOAD_BYTES_CEILING);
     requireRange("maxTrackedQueues", maxTrackedQueues, 16, 10_000_000);
+    requirePositive("wakeupWindow", wakeupWindow);
   }
 
-  /** The defaults: keep-alive 5 min, reap after 1 h idle in batches of 100, TTL 5 min, payloads up to 1 MiB. */
+  /**
+   * The defaults: keep-alive 5 min, reap after 1 h idle in batches of 100, TTL 5 min, payloads up to 1 MiB, wake-up
+   * notifications on with a 50 ms coalescing window.
+   */
   public static MsgQueueConfig defaults() {
     return builder().build();
   }
@@ -82,6 +93,8 @@ public record MsgQueueConfig(
     private Duration defaultMessageTtl = Duration.ofMinutes(5);
     private int maxPayloadBytes = 1024 * 1024;
     private int maxTrackedQueues = 10_000;
+    private boolean wakeupNotifications = true;
+    private Duration wakeupWindow = Wakeups.defaultWindow();
 
     private Builder() { }
 
@@ -120,10 +133,20 @@ public record MsgQueueConfig(
       return this;
     }
 
+    public Builder wakeupNotifications(boolean value) {
+      this.wakeupNotifications = value;
+      return this;
+    }
+
+    public Builder wakeupWindow(Duration value) {
+      this.wakeupWindow = value;
+      return this;
+    }
+
     /** @throws IllegalArgumentException naming the first invalid value */
     public MsgQueueConfig build() {
       return new MsgQueueConfig(keepAliveInterval, reapIdleThreshold, reapBatchSize, cleanupBatchSize,
-          defaultMessageTtl, maxPayloadBytes, maxTrackedQueues);
+          defaultMessageTtl, maxPayloadBytes, maxTrackedQueues, wakeupNotifications, wakeupWindow);
     }
   }
 }
