@@ -99,7 +99,8 @@ public final class Subscriber implements AutoCloseable {
   /**
    * Stops claiming, lets the in-flight handlers finish and ack, then returns; waits at most {@code timeout} in all.
    * Handlers still running then are interrupted and not acked: in lease mode they are redelivered after their lease;
-   * in the default mode they stay ASSIGNED until they expire. Messages not yet claimed stay in the queue.
+   * in the default mode they stay ASSIGNED until they expire. Messages not yet claimed stay in the queue. Do not call it
+   * from a handler: it would wait for that handler to finish, that is for the whole timeout.
    *
    * @return whether every in-flight handler finished within the timeout
    */
@@ -203,7 +204,9 @@ public final class Subscriber implements AutoCloseable {
     try {
       claimed = lease == null ? repository.claim(queue.name(), wanted) : repository.claim(queue.name(), wanted, lease);
     } catch (RuntimeException e) {
-      log.warn("subscriber of \"{}\": claim failed, retrying after the poll interval", queue.name(), e);
+      // One line per failed poll while the database is away; the stack trace only at debug.
+      log.warn("subscriber of \"{}\": claim failed ({}), retrying after the poll interval", queue.name(), e.toString());
+      log.debug("claim failure", e);
       return -1;
     }
     claimRounds.incrementAndGet();
