@@ -4,7 +4,9 @@ import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.Collections;
+import java.util.Comparator;
 import java.util.List;
 import java.util.Objects;
 import javax.sql.DataSource;
@@ -42,18 +44,23 @@ import org.slf4j.LoggerFactory;
 public final class MessageQueueRepository {
   /** The most messages {@link #publishBatch} takes in one call (one statement). */
   public static final int MAX_BATCH_SIZE = 10_000;
+  /** The shortest lease: the timestamps' precision, so that every re-claim stores a strictly later deadline. */
+  public static final Duration MIN_LEASE = Duration.ofMillis(1);
   private static final Logger log = LoggerFactory.getLogger(MessageQueueRepository.class);
 
   private final DSLContext ctx;
   private final MsgQueueConfig config;
   private final Payloads payloads;
   private final KeepAliveTracker keepAlive;
+  private final Wakeups wakeups;
 
-  private MessageQueueRepository(DSLContext ctx, MsgQueueConfig config, Payloads payloads, KeepAliveTracker keepAlive) {
+  private MessageQueueRepository(
+      DSLContext ctx, MsgQueueConfig config, Payloads payloads, KeepAliveTracker keepAlive, Wakeups wakeups) {
     this.ctx = ctx;
     this.config = config;
     this.payloads = payloads;
     this.keepAlive = keepAlive;
+    this.wakeups = wakeups;
   }
 
   /**
@@ -66,7 +73,7 @@ public final class MessageQueueRepository {
     Objects.requireNonNull(config, "config");
     requirePostgres(ctx);
     return new MessageQueueRepository(bounded(ctx, config), config, new Payloads(config.maxPayloadBytes()),
-        new KeepAliveTracker(config.keepAliveInterval(), config.maxTrackedQueues()));
+        new KeepAliveTracker(config.keepAliveInterval(), config.maxTrackedQueues()), Wakeups.from(config));
   }
 
   /** A repository taking a connection from {@code dataSource} per statement (or per batch transaction). */
@@ -77,12 +84,12 @@ public final class MessageQueueRepository {
   /**
    * A view of this repository that runs its statements on {@code transactionContext}, typically the
    * {@code configuration.dsl()} of a jOOQ transaction or {@code DSL.using(connection)} of your own open transaction.
-   * It shares this repository's configuration and keep-alive bookkeeping.
+   * It shares this repository's configuration, keep-alive bookkeeping and wake-up coalescing.
    */
   public MessageQueueRepository withContext(DSLContext transactionContext) {
     Objects.requireNonNull(transactionContext, "transactionContext");
     requirePostgres(transactionContext);
-    return new MessageQueueRepository(bounded(transactionContext, config), config, payloads, keepAlive);
+    return new MessageQueueRepository(bounded(transactionContext, config), config, payloads, keepAlive, wakeups);
   }
 
   public MsgQueueConfig config() {
@@ -155,6 +162,7 @@ public final class MessageQueueRepository {
     }
     List<Long> ids = QueueStatements.insertItems(ctx, spec.name(), validated, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
     if (!ids.isEmpty()) {
+      wakeups.published(ctx, spec.name());
       return sorted(ids);
     }
     if (!spec.autoDeleted()) {
@@ -163,6 +171,7 @@ public final class MessageQueueRepository {
     }
     ids = QueueStatements.healAndInsertItems(ctx, spec, validated, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
     keepAlive.refreshed(spec.name());
+    wakeups.published(ctx, spec.name());
     log.info("re-created auto-deleted queue \"{}\" on publish (it had been reaped)", spec.name());
     return sorted(ids);
   }
@@ -175,6 +184,86 @@ public final class MessageQueueRepository {
       keepAlive.forget(queue);
       throw e;
     }
+  }
+
+  /**
+   * Claims up to {@code max} of the queue's messages that are readable now ({@code "readAfter"} reached) and not
+   * expired, lowest id first, marking them ASSIGNED, in one statement. Competing consumers never get the same message
+   * and never wait for each other (rows another claim holds are skipped). The compatible mode: a claimed message is
+   * never claimable again, so if the consumer dies before {@link #ack} it stays ASSIGNED until it expires and
+   * {@link #deleteExpiredItems()} removes it.
+   *
+   * @return the claimed messages, in id order; empty if none is claimable
+   * @throws IllegalArgumentException for an invalid queue name or {@code max} outside [1, {@value #MAX_BATCH_SIZE}]
+   */
+  public List<ClaimedMessage> claim(String queueName, int max) {
+    return claimValidated(queueName, max, null);
+  }
+
+  /**
+   * Like {@link #claim(String, int)}, in lease mode: a message not acked within {@code lease} becomes claimable again
+   * (until it expires), so a consumer that dies loses nothing. The claim also takes messages whose earlier lease ran
+   * out. Each claim stores a new, strictly later deadline, so a late {@link #ack} from a consumer whose lease ran out
+   * deletes nothing once another consumer has re-claimed the message.
+   *
+   * @param lease at least 1 ms (the timestamps' precision), at most {@link MsgQueueConfig#MAX_MESSAGE_LIFETIME}
+   */
+  public List<ClaimedMessage> claim(String queueName, int max, Duration lease) {
+    Objects.requireNonNull(lease, "lease");
+    if (lease.compareTo(MIN_LEASE) < 0 || lease.compareTo(MsgQueueConfig.MAX_MESSAGE_LIFETIME) > 0) {
+      throw new IllegalArgumentException(
+          "lease must be in [" + MIN_LEASE + ", " + MsgQueueConfig.MAX_MESSAGE_LIFETIME + "], was " + lease);
+    }
+    return claimValidated(queueName, max, lease);
+  }
+
+  private List<ClaimedMessage> claimValidated(String queueName, int max, Duration lease) {
+    QueueSpec.requireValidName(queueName);
+    if (max < 1 || max > MAX_BATCH_SIZE) {
+      throw new IllegalArgumentException("max must be in [1, " + MAX_BATCH_SIZE + "], was " + max);
+    }
+    List<ClaimedMessage> claimed = new ArrayList<>();
+    for (var row : QueueStatements.claim(ctx, queueName, max, lease)) {
+      claimed.add(new ClaimedMessage(row.value1(), row.value2(), row.value3(), row.value4()));
+    }
+    claimed.sort(Comparator.comparingLong(ClaimedMessage::id));
+    return claimed;
+  }
+
+  /**
+   * Deletes the claimed messages whose claim is still theirs: still ASSIGNED under the same receipt. A message whose
+   * lease ran out and that another consumer re-claimed (or that was nacked, or expired and was cleaned up) is left
+   * alone.
+   *
+   * @return the ids deleted; fewer than given means some claims were no longer held
+   */
+  public List<Long> ack(Collection<ClaimedMessage> messages) {
+    Objects.requireNonNull(messages, "messages");
+    if (messages.isEmpty()) {
+      return List.of();
+    }
+    return sorted(QueueStatements.ack(ctx, messages));
+  }
+
+  /** Acks one claimed message. @return whether it was deleted (see {@link #ack(Collection)}) */
+  public boolean ack(ClaimedMessage message) {
+    return !ack(List.of(Objects.requireNonNull(message, "message"))).isEmpty();
+  }
+
+  /**
+   * Releases a claimed message, in either mode: it is PENDING again and claimable from now + {@code delay} (until it
+   * expires), unless the claim is no longer held.
+   *
+   * @return whether it was released
+   */
+  public boolean nack(ClaimedMessage message, Duration delay) {
+    Objects.requireNonNull(message, "message");
+    Objects.requireNonNull(delay, "delay");
+    if (delay.isNegative() || delay.compareTo(MsgQueueConfig.MAX_MESSAGE_LIFETIME) > 0) {
+      throw new IllegalArgumentException(
+          "delay must be zero or positive and at most " + MsgQueueConfig.MAX_MESSAGE_LIFETIME + ", was " + delay);
+    }
+    return QueueStatements.nack(ctx, message, delay) > 0;
   }
 
   /**

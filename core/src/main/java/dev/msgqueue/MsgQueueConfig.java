@@ -23,6 +23,11 @@ import java.util.Objects;
  *     whole seconds, at least 1 s); past it the statement is cancelled and {@link MsgQueueTimeoutException} thrown
  * @param lockTimeout the longest a statement may wait for a lock in the transactions msgqueue runs itself (reaper,
  *     cleanup), as PostgreSQL's {@code lock_timeout}; at most {@code statementTimeout}
+ * @param wakeupNotifications whether a publish sends a (coalesced) PostgreSQL NOTIFY so idle subscribers claim at
+ *     once; when off, subscribers find messages by polling only
+ * @param wakeupWindow the coalescing window of those notifications: at most one per queue per window per repository
+ *     (share one repository per service). Subscribers also re-claim once this long after a wake-up, to pick up the
+ *     messages whose notification was coalesced away.
  */
 public record MsgQueueConfig(
     Duration keepAliveInterval,
@@ -33,7 +38,9 @@ public record MsgQueueConfig(
     int maxPayloadBytes,
     int maxTrackedQueues,
     Duration statementTimeout,
-    Duration lockTimeout) {
+    Duration lockTimeout,
+    boolean wakeupNotifications,
+    Duration wakeupWindow) {
 
   /** The largest payload this library accepts at all: PostgreSQL's jsonb limit is far above, but memory is not. */
   public static final int PAYLOAD_BYTES_CEILING = 64 * 1024 * 1024;
@@ -64,6 +71,7 @@ public record MsgQueueConfig(
       throw new IllegalArgumentException("lockTimeout (" + lockTimeout + ") must be at most statementTimeout ("
           + statementTimeout + ")");
     }
+    requirePositive("wakeupWindow", wakeupWindow);
   }
 
   /** {@link #statementTimeout()} in the whole seconds a JDBC query timeout takes, rounded up. */
@@ -74,7 +82,8 @@ public record MsgQueueConfig(
 
   /**
    * The defaults: keep-alive 5 min, reap after 1 h idle in batches of 100, TTL 5 min, payloads up to 1 MiB,
-   * statements bounded to 30 s and lock waits in msgqueue's own transactions to 5 s.
+   * statements bounded to 30 s and lock waits in msgqueue's own transactions to 5 s, wake-up notifications on with a
+   * 50 ms coalescing window.
    */
   public static MsgQueueConfig defaults() {
     return builder().build();
@@ -108,6 +117,8 @@ public record MsgQueueConfig(
     private int maxTrackedQueues = 10_000;
     private Duration statementTimeout = Duration.ofSeconds(30);
     private Duration lockTimeout = Duration.ofSeconds(5);
+    private boolean wakeupNotifications = true;
+    private Duration wakeupWindow = Wakeups.defaultWindow();
 
     private Builder() { }
 
@@ -156,10 +167,21 @@ public record MsgQueueConfig(
       return this;
     }
 
+    public Builder wakeupNotifications(boolean value) {
+      this.wakeupNotifications = value;
+      return this;
+    }
+
+    public Builder wakeupWindow(Duration value) {
+      this.wakeupWindow = value;
+      return this;
+    }
+
     /** @throws IllegalArgumentException naming the first invalid value */
     public MsgQueueConfig build() {
       return new MsgQueueConfig(keepAliveInterval, reapIdleThreshold, reapBatchSize, cleanupBatchSize,
-          defaultMessageTtl, maxPayloadBytes, maxTrackedQueues, statementTimeout, lockTimeout);
+          defaultMessageTtl, maxPayloadBytes, maxTrackedQueues, statementTimeout, lockTimeout, wakeupNotifications,
+          wakeupWindow);
     }
   }
 }

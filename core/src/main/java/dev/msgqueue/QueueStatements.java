@@ -14,6 +14,7 @@ import static org.jooq.impl.DSL.noCondition;
 import static org.jooq.impl.DSL.val;
 import static org.jooq.impl.DSL.values;
 
+import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
 import dev.msgqueue.jooq.tables.MessageQueue;
 import dev.msgqueue.jooq.tables.MessageQueueItem;
 import dev.msgqueue.jooq.tables.records.MessageQueueItemRecord;
@@ -33,6 +34,8 @@ import org.jooq.InsertResultStep;
 import org.jooq.JSONB;
 import org.jooq.Record1;
 import org.jooq.Record2;
+import org.jooq.Record4;
+import org.jooq.Result;
 import org.jooq.Row2;
 import org.jooq.Select;
 import org.jooq.SelectForUpdateOfStep;
@@ -52,6 +55,14 @@ import org.jooq.types.DayToSecond;
  *   <li>{@link #healAndInsertItems} and {@link #bind}: an upsert, NO KEY UPDATE on an existing row.
  *   <li>{@link #lockIdleQueues}: FOR UPDATE SKIP LOCKED, so the reaper skips any queue that an in-flight publish or
  *       keep-alive holds, and never waits.
+ *   <li>{@link #claim}: FOR UPDATE SKIP LOCKED on the claimed item rows only, so competing consumers never wait for
+ *       each other nor get the same item. It does not change {@code "queueId"}, so the foreign key takes no lock on
+ *       the queue row: consumers never touch {@code "MessageQueue"}.
+ *   <li>{@link #ack} and {@link #nack}: a DELETE / UPDATE of the item rows named by their receipts (FOR UPDATE / FOR
+ *       NO KEY UPDATE on those rows); they wait only for a concurrent claim of the same row, then re-check the receipt
+ *       against the row as that claim left it. No lock on the queue row.
+ *   <li>{@link #notifyWakeup}: no row lock; PostgreSQL takes a database-wide lock on its notification queue while the
+ *       transaction commits, which is why {@link Wakeups} coalesces these.
  * </ul>
  *
  * All timestamps are computed by the server in UTC ({@link #utcNow()}), whatever the session's TimeZone: the columns
@@ -222,6 +233,91 @@ final class QueueStatements {
             .forUpdate()
             .skipLocked()))
         .execute();
+  }
+
+  /**
+   * Claims up to {@code max} items of {@code queue}, lowest id first, in one statement, and returns them (unordered)
+   * with the deadline it stored as their receipt.
+   *
+   * <p>Claimable means {@code "readAfter" <= now AND "expiresAt" > now}, locked FOR UPDATE SKIP LOCKED. Without a
+   * lease (the compatible default) the claim also requires {@code status = 'PENDING'}, exactly today's condition, and
+   * stores {@code "readAfter" = "expiresAt"}: the item can never be claimable again (it would need
+   * {@code "expiresAt" <= now < "expiresAt"}). With a lease it stores {@code "readAfter" = now + lease} and accepts
+   * ASSIGNED items too, so an item whose lease ran out is claimable again. Because the re-claim requires the old
+   * deadline to be {@code <= now} and the lease is at least 1 ms, every re-claim stores a strictly later deadline at
+   * the column's millisecond precision: a receipt is never reissued.
+   *
+   * @param lease the lease, at least 1 ms, or {@code null} for the compatible (no redelivery) mode
+   */
+  static Result<Record4<Long, String, JSONB, LocalDateTime>> claim(
+      DSLContext ctx, String queue, int max, Duration lease) {
+    var claimable = I.as("claimable");
+    Condition condition = claimable.QUEUE_ID.eq(queue)
+        .and(claimable.READ_AFTER.le(utcNow()))
+        .and(claimable.EXPIRES_AT.gt(utcNow()));
+    if (lease == null) {
+      condition = condition.and(claimable.STATUS.eq(MessageQueueItemStatus.PENDING));
+    }
+    Field<LocalDateTime> deadline = lease == null ? I.EXPIRES_AT : utcNowPlus(lease);
+    return ctx.update(I)
+        .set(I.STATUS, MessageQueueItemStatus.ASSIGNED)
+        .set(I.READ_AFTER, deadline)
+        .where(I.ID.in(select(claimable.ID)
+            .from(claimable)
+            .where(condition)
+            .orderBy(claimable.ID)
+            .limit(max)
+            .forUpdate()
+            .skipLocked()))
+        .returningResult(I.ID, I.QUEUE_ID, I.PAYLOAD, I.READ_AFTER)
+        .fetch();
+  }
+
+  /**
+   * Deletes the items whose receipts still match: {@code id}, {@code status = 'ASSIGNED'} and {@code "readAfter"}
+   * equal to the deadline the claim stored. An item re-claimed by another consumer (or nacked) carries another
+   * deadline and is left alone.
+   *
+   * @return the ids deleted
+   */
+  static List<Long> ack(DSLContext ctx, Collection<ClaimedMessage> messages) {
+    return ctx.deleteFrom(I)
+        .where(row(I.ID, I.READ_AFTER).in(receipts(messages)))
+        .and(I.STATUS.eq(MessageQueueItemStatus.ASSIGNED))
+        .returning(I.ID)
+        .fetch(I.ID);
+  }
+
+  /**
+   * Releases a claimed item whose receipt still matches: PENDING again, claimable from now + {@code delay}.
+   *
+   * @return 1 if released, 0 if the receipt no longer matches
+   */
+  static int nack(DSLContext ctx, ClaimedMessage message, Duration delay) {
+    return ctx.update(I)
+        .set(I.STATUS, MessageQueueItemStatus.PENDING)
+        .set(I.READ_AFTER, utcNowPlus(delay))
+        .where(I.ID.eq(message.id()))
+        .and(I.READ_AFTER.eq(message.receiptDeadline()))
+        .and(I.STATUS.eq(MessageQueueItemStatus.ASSIGNED))
+        .execute();
+  }
+
+  /**
+   * Sends {@code NOTIFY msgqueue_wakeup, '<queue>'} through {@code pg_notify}, a function call jOOQ can express (it
+   * has no NOTIFY statement). Inside a transaction PostgreSQL delivers it on commit, and not at all on rollback. The
+   * payload is only the queue name (at most {@value QueueSpec#MAX_NAME_BYTES} bytes, far below the 8000-byte limit).
+   */
+  static void notifyWakeup(DSLContext ctx, String queue) {
+    ctx.select(function("pg_notify", SQLDataType.OTHER, inline(Wakeups.CHANNEL), val(queue))).execute();
+  }
+
+  private static List<Row2<Long, LocalDateTime>> receipts(Collection<ClaimedMessage> messages) {
+    List<Row2<Long, LocalDateTime>> receipts = new ArrayList<>(messages.size());
+    for (ClaimedMessage message : messages) {
+      receipts.add(row(message.id(), message.receiptDeadline()));
+    }
+    return receipts;
   }
 
   private static Select<?> liveItemsOf(Field<String> queueName) {

@@ -161,7 +161,7 @@ public class MessageQueueItem extends TableImpl<MessageQueueItemRecord> {
 
     @Override
     public List<Index> getIndexes() {
-        return Arrays.asList(Indexes.MESSAGEQUEUEITEM_EXPIRESAT_QUEUEID_READAFTER_STATUS_ID_IDX);
+        return Arrays.asList(Indexes.MESSAGEQUEUEITEM_EXPIRESAT_QUEUEID_READAFTER_STATUS_ID_IDX, Indexes.MESSAGEQUEUEITEM_QUEUEID_ID_IDX);
     }
 
     @Override

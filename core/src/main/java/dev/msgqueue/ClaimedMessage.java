@@ -1,0 +1,55 @@
+package dev.msgqueue;
+
+import java.time.LocalDateTime;
+import java.util.Objects;
+import org.jooq.JSONB;
+
+/**
+ * A message claimed by {@link MessageQueueRepository#claim}, carrying the receipt that {@link MessageQueueRepository#ack}
+ * and {@link MessageQueueRepository#nack} must match: the item's id and the deadline the claim stored in its
+ * {@code "readAfter"}. A receipt settles its claim once: after an ack or nack, do not use it again.
+ */
+public final class ClaimedMessage {
+  private final long id;
+  private final String queueName;
+  private final JSONB payload;
+  private final LocalDateTime receiptDeadline;
+
+  ClaimedMessage(long id, String queueName, JSONB payload, LocalDateTime receiptDeadline) {
+    this.id = id;
+    this.queueName = Objects.requireNonNull(queueName, "queueName");
+    this.payload = Objects.requireNonNull(payload, "payload");
+    this.receiptDeadline = Objects.requireNonNull(receiptDeadline, "receiptDeadline");
+  }
+
+  /** The message id, as returned by the publish. */
+  public long id() {
+    return id;
+  }
+
+  public String queueName() {
+    return queueName;
+  }
+
+  /** The payload as JSON text (PostgreSQL's {@code jsonb} normal form, not necessarily the published spelling). */
+  public String payload() {
+    return payload.data();
+  }
+
+  public JSONB payloadJsonb() {
+    return payload;
+  }
+
+  /**
+   * The deadline this claim stored (UTC, millisecond precision): in lease mode, when the item becomes claimable again
+   * unless acked; in the default mode, the item's expiry.
+   */
+  LocalDateTime receiptDeadline() {
+    return receiptDeadline;
+  }
+
+  @Override
+  public String toString() {
+    return "ClaimedMessage[id=" + id + ", queue=" + queueName + "]";
+  }
+}

@@ -1,0 +1,42 @@
+package dev.msgqueue;
+
+import java.time.Duration;
+import org.jooq.DSLContext;
+
+/**
+ * The publisher side of subscriber wake-ups: after a publish, sends {@code NOTIFY msgqueue_wakeup, '<queue>'} so that
+ * idle subscribers claim at once instead of at their next poll.
+ *
+ * <p>Coalesced: a notifying transaction takes PostgreSQL's database-wide notification-queue lock while it commits,
+ * serializing the commits of all notifying transactions, so at most one publish per queue per window in this process
+ * sends one (never one per message), and none when disabled. A publish inside the window relies on the earlier
+ * notification, on the subscribers' follow-up claim after a wake-up, and on their polling. A notification sent in a
+ * transaction that rolls back is lost along with its messages; the window still counts it (the next window notifies).
+ */
+final class Wakeups {
+  /** The one channel all wake-ups use; the payload is the queue name. */
+  static final String CHANNEL = "msgqueue_wakeup";
+
+  // At most one claimRefresh() == true per queue per window: the same bounded throttle as the keep-alive.
+  private final KeepAliveTracker throttle;
+
+  private Wakeups(KeepAliveTracker throttle) {
+    this.throttle = throttle;
+  }
+
+  static Wakeups from(MsgQueueConfig config) {
+    return new Wakeups(config.wakeupNotifications()
+        ? new KeepAliveTracker(config.wakeupWindow(), config.maxTrackedQueues()) : null);
+  }
+
+  /** Called after messages were inserted into {@code queue} through {@code ctx}. */
+  void published(DSLContext ctx, String queue) {
+    if (throttle != null && throttle.claimRefresh(queue)) {
+      QueueStatements.notifyWakeup(ctx, queue);
+    }
+  }
+
+  static Duration defaultWindow() {
+    return Duration.ofMillis(50);
+  }
+}
