@@ -209,12 +209,17 @@ public final class MessageQueueRepository {
    * @param lease at least 1 ms (the timestamps' precision), at most {@link MsgQueueConfig#MAX_MESSAGE_LIFETIME}
    */
   public List<ClaimedMessage> claim(String queueName, int max, Duration lease) {
+    return claimValidated(queueName, max, requireValidLease(lease));
+  }
+
+  /** @throws IllegalArgumentException unless {@code lease} is in [{@link #MIN_LEASE}, a year] */
+  static Duration requireValidLease(Duration lease) {
     Objects.requireNonNull(lease, "lease");
     if (lease.compareTo(MIN_LEASE) < 0 || lease.compareTo(MsgQueueConfig.MAX_MESSAGE_LIFETIME) > 0) {
       throw new IllegalArgumentException(
           "lease must be in [" + MIN_LEASE + ", " + MsgQueueConfig.MAX_MESSAGE_LIFETIME + "], was " + lease);
     }
-    return claimValidated(queueName, max, lease);
+    return lease;
   }
 
   private List<ClaimedMessage> claimValidated(String queueName, int max, Duration lease) {

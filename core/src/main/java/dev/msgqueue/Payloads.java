@@ -96,14 +96,9 @@ final class Payloads {
       if (c == '\u0000') {
         throw new IllegalArgumentException("payload has \\u0000 in " + where + "; PostgreSQL's jsonb cannot store it");
       }
-      if (Character.isSurrogate(c)) {
-        boolean paired = Character.isHighSurrogate(c) && i + 1 < text.length()
-            && Character.isLowSurrogate(text.charAt(i + 1));
-        if (!paired) {
-          throw new IllegalArgumentException("payload has an unpaired surrogate in " + where);
-        }
-        i++;
-      }
+    }
+    if (QueueSpec.unpairedSurrogateIndex(text) >= 0) {
+      throw new IllegalArgumentException("payload has an unpaired surrogate in " + where);
     }
   }
 

@@ -32,6 +32,22 @@ public record QueueSpec(String name, boolean durable, boolean autoDeleted, boole
     }
   }
 
+  /**
+   * The index of the first UTF-16 surrogate without its partner, or -1: such text has no UTF-8 form, so PostgreSQL
+   * rejects it.
+   */
+  static int unpairedSurrogateIndex(String text) {
+    for (int i = 0; i < text.length(); i++) {
+      char c = text.charAt(i);
+      if (Character.isHighSurrogate(c) && i + 1 < text.length() && Character.isLowSurrogate(text.charAt(i + 1))) {
+        i++;
+      } else if (Character.isSurrogate(c)) {
+        return i;
+      }
+    }
+    return -1;
+  }
+
   /** A durable queue that is never reaped. */
   public static QueueSpec durable(String name) {
     return new QueueSpec(name, true, false, false, null);
@@ -68,14 +84,10 @@ public record QueueSpec(String name, boolean durable, boolean autoDeleted, boole
         throw new IllegalArgumentException(
             "queue name has a control character U+" + String.format("%04X", (int) c) + " at index " + i);
       }
-      if (Character.isSurrogate(c)) {
-        boolean paired = Character.isHighSurrogate(c) && i + 1 < name.length()
-            && Character.isLowSurrogate(name.charAt(i + 1));
-        if (!paired) {
-          throw new IllegalArgumentException("queue name has an unpaired surrogate at index " + i);
-        }
-        i++;
-      }
+    }
+    int unpaired = unpairedSurrogateIndex(name);
+    if (unpaired >= 0) {
+      throw new IllegalArgumentException("queue name has an unpaired surrogate at index " + unpaired);
     }
     int bytes = name.getBytes(StandardCharsets.UTF_8).length;
     if (bytes > MAX_NAME_BYTES) {

@@ -393,10 +393,8 @@ public final class Subscriber implements AutoCloseable {
       if (pollInterval.compareTo(Duration.ofMillis(10)) < 0) {
         throw new IllegalArgumentException("pollInterval must be at least 10 ms, was " + pollInterval);
       }
-      if (lease != null && (lease.compareTo(MessageQueueRepository.MIN_LEASE) < 0
-          || lease.compareTo(MsgQueueConfig.MAX_MESSAGE_LIFETIME) > 0)) {
-        throw new IllegalArgumentException("lease must be in [" + MessageQueueRepository.MIN_LEASE + ", "
-            + MsgQueueConfig.MAX_MESSAGE_LIFETIME + "], was " + lease);
+      if (lease != null) {
+        MessageQueueRepository.requireValidLease(lease);
       }
       Objects.requireNonNull(closeTimeout, "closeTimeout");
       if (closeTimeout.isNegative()) {
