@@ -15,6 +15,7 @@ import java.time.format.DateTimeFormatter;
 import java.util.Collection;
 import java.util.Map;
 import java.util.UUID;
+import java.util.concurrent.atomic.AtomicBoolean;
 import org.jooq.DSLContext;
 import org.jooq.SQLDialect;
 import org.jooq.impl.DSL;
@@ -36,6 +37,7 @@ final class BenchDatabase implements AutoCloseable {
   private final int serverVersionNum;
   private final Map<String, String> settings;
   private final boolean keep;
+  private final AtomicBoolean closed = new AtomicBoolean();
 
   private BenchDatabase(BenchServer server, String name, boolean keep) throws SQLException {
     this.server = server;
@@ -175,6 +177,9 @@ final class BenchDatabase implements AutoCloseable {
 
   @Override
   public void close() {
+    if (!closed.compareAndSet(false, true)) {
+      return;
+    }
     try {
       controlConnection.close();
     } catch (SQLException e) {
@@ -184,7 +189,10 @@ final class BenchDatabase implements AutoCloseable {
       return;
     }
     try (Connection admin = DriverManager.getConnection(server.adminUrl().value())) {
-      DSL.using(admin, SQLDialect.POSTGRES).dropDatabaseIfExists(name).execute();
+      // WITH (FORCE) (PostgreSQL 13+) ends sessions still connected, e.g. publishers of a run interrupted by Ctrl-C;
+      // jOOQ's dropDatabase cannot render it.
+      DSL.using(admin, SQLDialect.POSTGRES).execute("DROP DATABASE IF EXISTS " + DSL.using(SQLDialect.POSTGRES)
+          .render(DSL.name(name)) + (serverVersionNum >= 130000 ? " WITH (FORCE)" : ""));
     } catch (SQLException | RuntimeException e) {
       System.err.println("msgqueue-bench: could not drop the benchmark database " + name + ": " + e.getMessage());
     }

@@ -53,7 +53,7 @@ public final class BenchMain {
   }
 
   /** The scenarios in the order they run. */
-  static List<Scenario> scenarios(BenchOptions options) {
+  static List<Scenario> allScenarios(BenchOptions options) {
     PublishContentionScenario contention = new PublishContentionScenario(options);
     // Scenario 4 (end-to-end latency: publish -> subscriber handler p50/p99 at a steady rate, with wake-ups on and
     // off) plugs in here as an EndToEndLatencyScenario once the subscriber API is merged; remove it from NOT_RUN then.
@@ -61,6 +61,21 @@ public final class BenchMain {
         contention,
         new BatchingScenario(options, contention.config()),
         new ReaperRaceScenario(options.reaperRace()));
+  }
+
+  /** The scenarios {@code --scenarios} selects (all by default). */
+  static List<Scenario> scenarios(BenchOptions options) throws BenchOptions.UsageException {
+    List<Scenario> all = allScenarios(options);
+    if (options.scenarioIds().isEmpty()) {
+      return all;
+    }
+    List<String> known = all.stream().map(Scenario::id).toList();
+    for (String id : options.scenarioIds()) {
+      if (!known.contains(id)) {
+        throw new BenchOptions.UsageException("unknown scenario " + id + "; known: " + String.join(",", known));
+      }
+    }
+    return all.stream().filter(scenario -> options.scenarioIds().contains(scenario.id())).toList();
   }
 
   /** Runs the benchmark; returns the process exit code. */
@@ -73,6 +88,13 @@ public final class BenchMain {
       boolean help = List.of(args).contains("--help") || List.of(args).contains("-h");
       (help ? out : err).println(e.getMessage());
       return help ? EXIT_OK : EXIT_USAGE;
+    }
+    List<Scenario> scenarios;
+    try {
+      scenarios = scenarios(options);
+    } catch (BenchOptions.UsageException e) {
+      err.println(e.getMessage());
+      return EXIT_USAGE;
     }
     Path resultsDir = options.resultsDir() != null ? options.resultsDir()
         : jarDirectory().resolve("results")
@@ -95,73 +117,89 @@ public final class BenchMain {
     Instant startedAt = Instant.now();
     double loadAtStart = ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage();
     try (BenchServer ownedServer = server; BenchDatabase database = BenchDatabase.create(ownedServer, options.keepDatabase())) {
-      requireConnections(database, options);
-      List<Scenario> scenarios = scenarios(options);
-      int steps = scenarios.stream().mapToInt(Scenario::steps).sum();
-      Duration estimate = scenarios.stream().map(Scenario::estimate).reduce(Duration.ZERO, Duration::plus);
-      err.printf(Locale.ROOT, "msgqueue-bench: %d cells, about %d s; results go to %s%n", steps,
-          estimate.toSeconds(), resultsDir.toAbsolutePath());
+      // Ctrl-C: drop the benchmark database anyway (the embedded server is stopped by its own hook).
+      Thread dropOnInterrupt = new Thread(database::close, "msgqueue-bench-cleanup");
+      Runtime.getRuntime().addShutdownHook(dropOnInterrupt);
+      try {
+        requireConnections(database, options);
+        int steps = scenarios.stream().mapToInt(Scenario::steps).sum();
+        Duration estimate = scenarios.stream().map(Scenario::estimate).reduce(Duration.ZERO, Duration::plus);
+        err.printf(Locale.ROOT, "msgqueue-bench: %d cells, about %d s; results go to %s%n", steps,
+            estimate.toSeconds(), resultsDir.toAbsolutePath());
 
-      Map<String, Object> machine = machine(loadAtStart);
-      printHeader(out, server, database, machine, options);
-      BenchContext context = new BenchContext(database, options, err, steps);
-      Map<String, Scenario.Result> results = new LinkedHashMap<>();
-      for (Scenario scenario : scenarios) {
-        Scenario.Result result = scenario.run(context);
-        results.put(scenario.id(), result);
+        Map<String, Object> machine = machine(loadAtStart);
+        printHeader(out, server, database, machine, options);
+        BenchContext context = new BenchContext(database, options, err, steps);
+        Map<String, Scenario.Result> results = new LinkedHashMap<>();
+        for (Scenario scenario : scenarios) {
+          Scenario.Result result = scenario.run(context);
+          results.put(scenario.id(), result);
+          out.println();
+          out.println(scenario.title());
+          result.printTable(out);
+          out.flush();
+        }
+        for (Map<String, String> notRun : NOT_RUN) {
+          out.println();
+          out.println(notRun.get("title"));
+          out.println("not run: " + notRun.get("reason"));
+        }
+
+        List<TargetChecks.Check> checks = TargetChecks.evaluate(
+            (PublishContentionScenario.ContentionResult) results.get(PublishContentionScenario.ID),
+            (BatchingScenario.BatchingResult) results.get(BatchingScenario.ID),
+            (ReaperRaceScenario.ReaperRaceResult) results.get(ReaperRaceScenario.ID));
         out.println();
-        out.println(scenario.title());
-        result.printTable(out);
-        out.flush();
-      }
-      for (Map<String, String> notRun : NOT_RUN) {
+        out.println("Targets (ratios within this run)");
+        TargetChecks.print(checks, out);
+
+        machine.put("loadAverageAtEnd", ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage());
+        Files.createDirectories(resultsDir);
+        Map<String, Object> report = new LinkedHashMap<>();
+        report.put("benchmark", "msgqueue-bench");
+        report.put("formatVersion", 1);
+        report.put("startedAt", startedAt.toString());
+        report.put("finishedAt", Instant.now().toString());
+        report.put("arguments", List.of(args));
+        report.put("quick", options.quick());
+        report.put("machine", machine);
+        report.put("server", Map.of("description", server.description(), "database", database.name(),
+            "settings", database.settings()));
+        report.put("payloadBytes", BenchContext.PAYLOAD.data().getBytes(StandardCharsets.UTF_8).length);
+        report.put("scenarios", results);
+        report.put("notRun", NOT_RUN);
+        report.put("checks", checks);
+        new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT)
+            .writeValue(resultsDir.resolve(RESULTS_JSON).toFile(), report);
+        for (Map.Entry<String, Scenario.Result> entry : results.entrySet()) {
+          entry.getValue().writeCsv(resultsDir.resolve(entry.getKey() + ".csv"));
+        }
+        PublishContentionScenario.ContentionResult contention =
+            (PublishContentionScenario.ContentionResult) results.get(PublishContentionScenario.ID);
+        if (contention != null) {
+          ThroughputChart.write(resultsDir.resolve(CHART_PNG), contention, String.format(Locale.ROOT,
+              "%s, %s cores, %s; %.1f s per cell after %.1f s warm-up; %s", machine.get("cpuModel"),
+              machine.get("availableProcessors"), shortVersion(database.settings().get("version")),
+              contention.cellSeconds(), contention.warmupSeconds(), startedAt.toString().substring(0, 10)));
+        }
         out.println();
-        out.println(notRun.get("title"));
-        out.println("not run: " + notRun.get("reason"));
+        out.println("results: " + resultsDir.toAbsolutePath());
+        return EXIT_OK;
+      } finally {
+        removeShutdownHook(dropOnInterrupt);
       }
-
-      List<TargetChecks.Check> checks = TargetChecks.evaluate(
-          (PublishContentionScenario.ContentionResult) results.get(PublishContentionScenario.ID),
-          (BatchingScenario.BatchingResult) results.get(BatchingScenario.ID),
-          (ReaperRaceScenario.ReaperRaceResult) results.get(ReaperRaceScenario.ID));
-      out.println();
-      out.println("Targets (ratios within this run)");
-      TargetChecks.print(checks, out);
-
-      machine.put("loadAverageAtEnd", ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage());
-      Files.createDirectories(resultsDir);
-      Map<String, Object> report = new LinkedHashMap<>();
-      report.put("benchmark", "msgqueue-bench");
-      report.put("formatVersion", 1);
-      report.put("startedAt", startedAt.toString());
-      report.put("finishedAt", Instant.now().toString());
-      report.put("arguments", List.of(args));
-      report.put("quick", options.quick());
-      report.put("machine", machine);
-      report.put("server", Map.of("description", server.description(), "database", database.name(),
-          "settings", database.settings()));
-      report.put("payloadBytes", BenchContext.PAYLOAD.data().getBytes(StandardCharsets.UTF_8).length);
-      report.put("scenarios", results);
-      report.put("notRun", NOT_RUN);
-      report.put("checks", checks);
-      new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT)
-          .writeValue(resultsDir.resolve(RESULTS_JSON).toFile(), report);
-      for (Map.Entry<String, Scenario.Result> entry : results.entrySet()) {
-        entry.getValue().writeCsv(resultsDir.resolve(entry.getKey() + ".csv"));
-      }
-      PublishContentionScenario.ContentionResult contention =
-          (PublishContentionScenario.ContentionResult) results.get(PublishContentionScenario.ID);
-      ThroughputChart.write(resultsDir.resolve(CHART_PNG), contention, String.format(Locale.ROOT,
-          "%s, %s; %.1f s per cell after %.1f s warm-up; %s", machine.get("cpuModel"),
-          shortVersion(database.settings().get("version")), contention.cellSeconds(), contention.warmupSeconds(),
-          startedAt.toString().substring(0, 10)));
-      out.println();
-      out.println("results: " + resultsDir.toAbsolutePath());
-      return EXIT_OK;
     } catch (Exception e) {
       err.println("msgqueue-bench failed: " + e);
       e.printStackTrace(err);
       return EXIT_FAILED;
+    }
+  }
+
+  private static void removeShutdownHook(Thread hook) {
+    try {
+      Runtime.getRuntime().removeShutdownHook(hook);
+    } catch (IllegalStateException e) {
+      // The JVM is already shutting down: the hook runs, and closing twice is harmless.
     }
   }
 

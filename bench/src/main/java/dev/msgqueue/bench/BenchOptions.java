@@ -18,6 +18,8 @@ import java.util.List;
  * @param batchSizes the batch sizes of scenario 2
  * @param reaperRace the time-compressed settings of scenario 3
  * @param contentionKeepAlive the keep-alive interval of scenario 1 (reap threshold four times it)
+ * @param rounds how many slices each contention cell is measured in, the strategies in rotated order per round
+ * @param scenarioIds the scenarios to run, by id; empty for all
  * @param keepDatabase whether to leave the benchmark database on the server when done (for inspection)
  */
 record BenchOptions(
@@ -29,6 +31,8 @@ record BenchOptions(
     List<Integer> batchSizes,
     ReaperRaceSettings reaperRace,
     Duration contentionKeepAlive,
+    int rounds,
+    List<String> scenarioIds,
     boolean quick,
     boolean keepDatabase) {
 
@@ -40,10 +44,12 @@ record BenchOptions(
       "                          (creates a database msgqueue_bench_* there and drops it at the end)",
       "  --results DIR           results folder (default: results/<timestamp> next to the jar)",
       "  --duration SECONDS      measured seconds per cell (default 5; quick 0.5)",
-      "  --warmup SECONDS        unmeasured seconds before each cell (default 1; quick 0.2)",
+      "  --warmup SECONDS        unmeasured seconds before each cell or slice (default 0.5; quick 0.2)",
+      "  --rounds N              contention cells measured in N slices, strategies rotated (default 3; quick 1)",
       "  --publishers 1,8,32,64  concurrent publishers of the contention scenario",
       "  --batch-sizes 1,10,100,1000  batch sizes of the batching scenario",
-      "  --reaper-race SECONDS   length of each reaper-race run (default 12; quick 2.5)",
+      "  --reaper-race SECONDS   length of each reaper-race run (default 12; quick 2)",
+      "  --scenarios IDS         run only these: publish-contention,batching,reaper-race",
       "  --quick                 tiny sizes, about 25 s in all (the CI smoke test)",
       "  --keep-database         do not drop the benchmark database at the end",
       "  --help                  this text");
@@ -62,11 +68,13 @@ record BenchOptions(
     String jdbcUrl = null;
     Path resultsDir = null;
     Duration cellDuration = quick ? Duration.ofMillis(500) : Duration.ofSeconds(5);
-    Duration warmup = quick ? Duration.ofMillis(200) : Duration.ofSeconds(1);
+    Duration warmup = quick ? Duration.ofMillis(200) : Duration.ofMillis(500);
+    int rounds = quick ? 1 : 3;
     List<Integer> publishers = quick ? List.of(1, 4) : List.of(1, 8, 32, 64);
     List<Integer> batchSizes = List.of(1, 10, 100, 1000);
     ReaperRaceSettings reaperRace = quick ? ReaperRaceSettings.QUICK : ReaperRaceSettings.FULL;
     boolean keepDatabase = false;
+    List<String> scenarioIds = List.of();
     for (int i = 0; i < args.length; i++) {
       String arg = args[i];
       switch (arg) {
@@ -84,6 +92,8 @@ record BenchOptions(
         case "--warmup" -> warmup = seconds(value(args, ++i, arg), arg);
         case "--publishers" -> publishers = positiveInts(value(args, ++i, arg), arg, 512);
         case "--batch-sizes" -> batchSizes = positiveInts(value(args, ++i, arg), arg, 10_000);
+        case "--rounds" -> rounds = positiveInts(value(args, ++i, arg), arg, 100).get(0);
+        case "--scenarios" -> scenarioIds = List.of(value(args, ++i, arg).split(","));
         case "--reaper-race" -> reaperRace = reaperRace.withRunLength(seconds(value(args, ++i, arg), arg));
         default -> throw new UsageException("unknown option " + arg + System.lineSeparator() + USAGE);
       }
@@ -93,7 +103,7 @@ record BenchOptions(
     }
     Duration keepAlive = quick ? Duration.ofMillis(250) : Duration.ofSeconds(1);
     return new BenchOptions(jdbcUrl, resultsDir, cellDuration, warmup, publishers, batchSizes, reaperRace,
-        keepAlive, quick, keepDatabase);
+        keepAlive, rounds, scenarioIds, quick, keepDatabase);
   }
 
   int maxPublishers() {

@@ -62,13 +62,20 @@ final class BenchSql {
     return ctx.select(function("pg_backend_pid", SQLDataType.INTEGER)).fetchOne(0, Integer.class);
   }
 
-  /** Sessions of this database waiting for a heavyweight lock (row, tuple, transaction id) right now. */
-  static int sessionsWaitingOnLocks(DSLContext ctx) {
-    return ctx.select(count())
+  /**
+   * Sessions of this database waiting for a heavyweight lock right now, by {@code wait_event} (tuple,
+   * transactionid, extend, ...).
+   */
+  static Map<String, Integer> sessionsWaitingOnLocks(DSLContext ctx) {
+    Field<String> waitEvent = field(name("wait_event"), String.class);
+    Map<String, Integer> waiting = new LinkedHashMap<>();
+    ctx.select(waitEvent, count())
         .from(PG_STAT_ACTIVITY)
         .where(field(name("datname"), String.class).eq(function("current_database", SQLDataType.VARCHAR)))
         .and(field(name("wait_event_type"), String.class).eq("Lock"))
-        .fetchOne(0, Integer.class);
+        .groupBy(waitEvent)
+        .forEach(row -> waiting.put(row.value1(), row.value2()));
+    return waiting;
   }
 
   static int liveBackends(DSLContext ctx, Collection<Integer> pids) {

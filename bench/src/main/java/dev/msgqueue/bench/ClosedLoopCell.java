@@ -27,7 +27,7 @@ final class ClosedLoopCell {
    * @param windowSeconds the measured window
    * @param calls publish calls completed inside the window
    * @param messages messages those calls stored
-   * @param latency percentiles of the calls' latencies
+   * @param latencies the calls' latencies
    * @param lockWait waiting-on-lock session-seconds sampled in the window
    * @param walBytes WAL written in the window (server-wide)
    * @param parentRowWrites updates of the {@code "MessageQueue"} table over the whole cell, warm-up included
@@ -41,13 +41,29 @@ final class ClosedLoopCell {
       double windowSeconds,
       long calls,
       long messages,
-      Latencies.Summary latency,
+      Latencies latencies,
       LockWaitSampler.Result lockWait,
       long walBytes,
       long parentRowWrites,
       double publishSeconds,
       long failures,
       String firstFailure) {
+
+    Latencies.Summary latency() {
+      return latencies.summary();
+    }
+
+    /**
+     * This and {@code other} (the same strategy and publisher count, measured at another time) as one cell: every
+     * measure is a sum over time, so slices add up exactly.
+     */
+    Measurement plus(Measurement other) {
+      return new Measurement(strategy, publishers, windowSeconds + other.windowSeconds, calls + other.calls,
+          messages + other.messages, Latencies.merge(List.of(latencies, other.latencies)),
+          lockWait.plus(other.lockWait),
+          walBytes + other.walBytes, parentRowWrites + other.parentRowWrites, publishSeconds + other.publishSeconds,
+          failures + other.failures, firstFailure != null ? firstFailure : other.firstFailure);
+    }
 
     double messagesPerSecond() {
       return messages / windowSeconds;
@@ -112,9 +128,9 @@ final class ClosedLoopCell {
       long calls = workers.stream().mapToLong(w -> w.calls).sum();
       long messages = workers.stream().mapToLong(w -> w.messages).sum();
       long failures = workers.stream().mapToLong(w -> w.failures).sum();
-      Latencies.Summary latency = Latencies.summarize(workers.stream().map(w -> w.latencies).toList());
+      Latencies latencies = Latencies.merge(workers.stream().map(w -> w.latencies).toList());
       double windowSeconds = (clock.windowEnd - clock.windowStart) / 1e9;
-      return new Measurement(strategy.id(), publishers, windowSeconds, calls, messages, latency, lockWait,
+      return new Measurement(strategy.id(), publishers, windowSeconds, calls, messages, latencies, lockWait,
           walAfter - walBefore, writes.updates(), publishSeconds, failures, firstFailure.get());
     } finally {
       clock.stopped = true;

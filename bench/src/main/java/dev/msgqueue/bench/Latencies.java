@@ -19,17 +19,22 @@ final class Latencies {
     return size;
   }
 
-  /** Percentiles of all samples of {@code parts}, in microseconds. */
-  static Summary summarize(List<Latencies> parts) {
-    int total = parts.stream().mapToInt(Latencies::size).sum();
-    long[] all = new long[total];
-    int offset = 0;
+  /** All samples of {@code parts} in one. */
+  static Latencies merge(List<Latencies> parts) {
+    Latencies merged = new Latencies();
+    merged.samples = new long[Math.max(1, parts.stream().mapToInt(Latencies::size).sum())];
     for (Latencies part : parts) {
-      System.arraycopy(part.samples, 0, all, offset, part.size);
-      offset += part.size;
+      System.arraycopy(part.samples, 0, merged.samples, merged.size, part.size);
+      merged.size += part.size;
     }
-    Arrays.sort(all);
-    return new Summary(percentileMicros(all, 0.50), percentileMicros(all, 0.99));
+    return merged;
+  }
+
+  /** Percentiles of the samples, in microseconds. */
+  Summary summary() {
+    long[] sorted = Arrays.copyOf(samples, size);
+    Arrays.sort(sorted);
+    return new Summary(percentileMicros(sorted, 0.50), percentileMicros(sorted, 0.99));
   }
 
   /** Nearest-rank percentile; NaN when there are no samples. */

@@ -3,6 +3,8 @@ package dev.msgqueue.bench;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.time.Duration;
+import java.util.Map;
+import java.util.TreeMap;
 import org.jooq.DSLContext;
 import org.jooq.SQLDialect;
 import org.jooq.impl.DSL;
@@ -19,7 +21,7 @@ final class LockWaitSampler implements AutoCloseable {
   private final long intervalNanos;
   private final Thread thread;
   private volatile boolean running = true;
-  private double waitingSessionSeconds;
+  private final Map<String, Double> waitingSessionSecondsByEvent = new TreeMap<>();
   private long samples;
   private RuntimeException failure;
 
@@ -41,10 +43,11 @@ final class LockWaitSampler implements AutoCloseable {
     long previous = System.nanoTime();
     try {
       while (running) {
-        int waiting = BenchSql.sessionsWaitingOnLocks(ctx);
+        Map<String, Integer> waiting = BenchSql.sessionsWaitingOnLocks(ctx);
         long now = System.nanoTime();
         // Each observation stands for the time since the previous one (the sampling query itself takes time).
-        waitingSessionSeconds += waiting * (now - previous) / 1e9;
+        double seconds = (now - previous) / 1e9;
+        waiting.forEach((event, sessions) -> waitingSessionSecondsByEvent.merge(event, sessions * seconds, Double::sum));
         previous = now;
         samples++;
         Thread.sleep(intervalNanos / 1_000_000, (int) (intervalNanos % 1_000_000));
@@ -63,7 +66,7 @@ final class LockWaitSampler implements AutoCloseable {
     if (failure != null) {
       throw new IllegalStateException("sampling pg_stat_activity failed", failure);
     }
-    return new Result(waitingSessionSeconds, samples);
+    return new Result(new TreeMap<>(waitingSessionSecondsByEvent), samples);
   }
 
   @Override
@@ -73,5 +76,16 @@ final class LockWaitSampler implements AutoCloseable {
     connection.close();
   }
 
-  record Result(double waitingSessionSeconds, long samples) { }
+  /** @param byWaitEvent waiting-session-seconds per {@code wait_event} (tuple, transactionid, extend, ...) */
+  record Result(Map<String, Double> byWaitEvent, long samples) {
+    double waitingSessionSeconds() {
+      return byWaitEvent.values().stream().mapToDouble(Double::doubleValue).sum();
+    }
+
+    Result plus(Result other) {
+      Map<String, Double> sum = new TreeMap<>(byWaitEvent);
+      other.byWaitEvent.forEach((event, seconds) -> sum.merge(event, seconds, Double::sum));
+      return new Result(sum, samples + other.samples);
+    }
+  }
 }

@@ -9,8 +9,11 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
@@ -41,12 +44,26 @@ final class PublishContentionScenario implements Scenario {
 
   @Override
   public int steps() {
-    return options.publisherCounts().size() * Strategies.CONTENTION_ORDER.size();
+    return 1 + options.publisherCounts().size() * Strategies.CONTENTION_ORDER.size() * options.rounds();
   }
 
   @Override
   public Duration estimate() {
-    return options.cellDuration().plus(options.warmup()).plusMillis(500).multipliedBy(steps());
+    return slice().plus(options.warmup()).plusMillis(500).multipliedBy(steps() - 1)
+        .plus(jvmWarmup().multipliedBy(Strategies.CONTENTION_ORDER.size()));
+  }
+
+  /** Each cell's measured time is split into one slice per round. */
+  private Duration slice() {
+    return options.cellDuration().dividedBy(options.rounds());
+  }
+
+  /**
+   * How long each strategy runs, unmeasured, before the first cell: the JIT compiles the jOOQ rendering and pgjdbc
+   * paths of every strategy, so the first cells do not pay for compilation the later ones do not.
+   */
+  private Duration jvmWarmup() {
+    return options.quick() ? Duration.ofMillis(300) : Duration.ofSeconds(2);
   }
 
   /**
@@ -66,24 +83,28 @@ final class PublishContentionScenario implements Scenario {
     Strategies.Message message = new Strategies.Message(HOT_QUEUE, BenchContext.PAYLOAD, MESSAGE_TTL);
     MsgQueueConfig config = config();
     List<Cell> cells = new ArrayList<>();
+    context.step("JVM warm-up: every strategy, 2 publishers, " + jvmWarmup().toMillis() + " ms each, unmeasured");
+    for (String strategyId : Strategies.CONTENTION_ORDER) {
+      MessageQueueRepository repository = prepareCell(database, config);
+      ClosedLoopCell.run(database, strategy(strategyId, message, repository), 2, Duration.ZERO, jvmWarmup());
+    }
     for (int publishers : options.publisherCounts()) {
-      List<ClosedLoopCell.Measurement> row = new ArrayList<>();
-      for (String strategyId : Strategies.CONTENTION_ORDER) {
-        context.step(String.format(Locale.ROOT, "publish contention: %-18s %3d publisher(s)", strategyId, publishers));
-        database.reset();
-        // A fresh repository per cell: its keep-alive bookkeeping starts with the freshly bound queue.
-        MessageQueueRepository repository = MessageQueueRepository.create(database.control(), config);
-        repository.bindQueue(HOT_QUEUE);
-        database.flushStatistics();
-        PublishStrategy strategy = switch (strategyId) {
-          case Strategies.UPSERT_PER_PUBLISH -> Strategies.upsertPerPublish(message);
-          case Strategies.OPTIMISTIC_HEAL -> Strategies.optimisticHeal(message, new AtomicLong());
-          case Strategies.MSGQUEUE -> Strategies.msgqueue(message, repository);
-          case Strategies.NO_FK_CEILING -> Strategies.noFkCeiling(message);
-          default -> throw new IllegalStateException(strategyId);
-        };
-        row.add(ClosedLoopCell.run(database, strategy, publishers, options.warmup(), options.cellDuration()));
+      // Rounds with the strategies in rotated order: background load that drifts during the run (a shared machine)
+      // then spreads over all strategies instead of favouring whichever happens to run in a quiet moment.
+      Map<String, ClosedLoopCell.Measurement> measured = new LinkedHashMap<>();
+      for (int round = 0; round < options.rounds(); round++) {
+        List<String> order = new ArrayList<>(Strategies.CONTENTION_ORDER);
+        Collections.rotate(order, -round);
+        for (String strategyId : order) {
+          context.step(String.format(Locale.ROOT, "publish contention: %-18s %3d publisher(s), round %d/%d",
+              strategyId, publishers, round + 1, options.rounds()));
+          MessageQueueRepository repository = prepareCell(database, config);
+          ClosedLoopCell.Measurement slice = ClosedLoopCell.run(database, strategy(strategyId, message, repository),
+              publishers, options.warmup(), slice());
+          measured.merge(strategyId, slice, ClosedLoopCell.Measurement::plus);
+        }
       }
+      List<ClosedLoopCell.Measurement> row = Strategies.CONTENTION_ORDER.stream().map(measured::get).toList();
       double ceiling = row.stream().filter(m -> m.strategy().equals(Strategies.NO_FK_CEILING))
           .mapToDouble(ClosedLoopCell.Measurement::messagesPerSecond).findFirst().orElse(Double.NaN);
       for (ClosedLoopCell.Measurement m : row) {
@@ -92,13 +113,36 @@ final class PublishContentionScenario implements Scenario {
     }
     return new ContentionResult(config.keepAliveInterval().toMillis() / 1000.0,
         config.reapIdleThreshold().toMillis() / 1000.0, options.warmup().toMillis() / 1000.0,
-        options.cellDuration().toMillis() / 1000.0, cells);
+        options.cellDuration().toMillis() / 1000.0, options.rounds(), cells);
+  }
+
+  /** Empty tables, the hot queue freshly bound, and a fresh repository (its keep-alive bookkeeping starts now). */
+  private static MessageQueueRepository prepareCell(BenchDatabase database, MsgQueueConfig config) {
+    database.reset();
+    MessageQueueRepository repository = MessageQueueRepository.create(database.control(), config);
+    repository.bindQueue(HOT_QUEUE);
+    database.flushStatistics();
+    return repository;
+  }
+
+  private static PublishStrategy strategy(String strategyId, Strategies.Message message,
+      MessageQueueRepository repository) {
+    return switch (strategyId) {
+      case Strategies.UPSERT_PER_PUBLISH -> Strategies.upsertPerPublish(message);
+      case Strategies.OPTIMISTIC_HEAL -> Strategies.optimisticHeal(message, new AtomicLong());
+      case Strategies.MSGQUEUE -> Strategies.msgqueue(message, repository);
+      case Strategies.NO_FK_CEILING -> Strategies.noFkCeiling(message);
+      default -> throw new IllegalStateException(strategyId);
+    };
   }
 
   /**
    * One strategy at one publisher count.
    *
-   * @param parentRowWrites {@code n_tup_upd} of {@code "MessageQueue"} over the whole cell (warm-up included)
+   * @param windowSeconds measured seconds, all rounds together
+   * @param parentRowWrites {@code n_tup_upd} of {@code "MessageQueue"} over the whole cell (warm-ups included)
+   * @param lockWaitByEvent waiting-session-seconds per {@code wait_event}: {@code tuple}/{@code transactionid} are
+   *     row-lock queues, {@code extend} is relation extension (inserting sessions growing the same table)
    * @param keepAliveIntervals how many keep-alive intervals that span covers
    * @param ratioToNoFkCeiling messages/s relative to {@code no-fk-ceiling} at the same publisher count
    */
@@ -112,6 +156,7 @@ final class PublishContentionScenario implements Scenario {
       double p99Millis,
       double lockWaitSessionSeconds,
       double lockWaitShare,
+      Map<String, Double> lockWaitByEvent,
       long lockWaitSamples,
       long parentRowWrites,
       double keepAliveIntervals,
@@ -123,7 +168,7 @@ final class PublishContentionScenario implements Scenario {
     static Cell of(ClosedLoopCell.Measurement m, double ceilingMessagesPerSecond, Duration keepAlive) {
       return new Cell(m.strategy(), m.publishers(), m.windowSeconds(), m.messages(), m.messagesPerSecond(),
           m.latency().p50Micros() / 1000, m.latency().p99Micros() / 1000, m.lockWait().waitingSessionSeconds(),
-          m.lockWaitShare(), m.lockWait().samples(), m.parentRowWrites(),
+          m.lockWaitShare(), m.lockWait().byWaitEvent(), m.lockWait().samples(), m.parentRowWrites(),
           m.publishSeconds() / (keepAlive.toNanos() / 1e9), m.walBytesPerMessage(),
           m.messagesPerSecond() / ceilingMessagesPerSecond, m.failures(), m.firstFailure());
     }
@@ -134,6 +179,7 @@ final class PublishContentionScenario implements Scenario {
       double reapThresholdSeconds,
       double warmupSeconds,
       double cellSeconds,
+      int rounds,
       List<Cell> cells) implements Result {
 
     Cell cell(String strategy, int publishers) {
@@ -143,8 +189,9 @@ final class PublishContentionScenario implements Scenario {
 
     @Override
     public void printTable(PrintStream out) {
-      out.printf(Locale.ROOT, "keep-alive %.2f s, reap threshold %.2f s, warm-up %.1f s + %.1f s measured per cell%n",
-          keepAliveSeconds, reapThresholdSeconds, warmupSeconds, cellSeconds);
+      out.printf(Locale.ROOT, "keep-alive %.2f s, reap threshold %.2f s; %.1f s measured per cell in %d round(s),"
+          + " each after %.1f s warm-up on freshly truncated tables%n",
+          keepAliveSeconds, reapThresholdSeconds, cellSeconds, rounds, warmupSeconds);
       String header = String.format(Locale.ROOT, "%-18s %4s %10s %8s %8s %10s %7s %15s %9s %7s %5s",
           "strategy", "pubs", "msg/s", "p50 ms", "p99 ms", "lock-wait", "share", "parent writes", "WAL B/msg",
           "x no-fk", "fail");
@@ -164,6 +211,14 @@ final class PublishContentionScenario implements Scenario {
       }
       out.println("lock-wait: waiting-session-seconds in the window (pg_stat_activity, wait_event_type = 'Lock');"
           + " share: of all publisher-session-seconds.");
+      for (Cell c : cells) {
+        if (!c.lockWaitByEvent().isEmpty()) {
+          out.printf(Locale.ROOT, "  lock waits of %s x %d by wait_event: %s%n", c.strategy(), c.publishers(),
+              c.lockWaitByEvent().entrySet().stream()
+                  .map(e -> String.format(Locale.ROOT, "%s %.2fs", e.getKey(), e.getValue()))
+                  .collect(java.util.stream.Collectors.joining(", ")));
+        }
+      }
       out.println("parent writes: n_tup_upd of \"MessageQueue\" over warm-up + window, against the keep-alive"
           + " intervals in that span.");
     }
