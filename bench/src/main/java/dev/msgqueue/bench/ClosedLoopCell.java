@@ -31,7 +31,8 @@ final class ClosedLoopCell {
    * @param lockWait waiting-on-lock session-seconds sampled in the window
    * @param walBytes WAL written in the window (server-wide)
    * @param parentRowWrites updates of the {@code "MessageQueue"} table over the whole cell, warm-up included
-   * @param publishSeconds how long the publishers ran, warm-up included (the span of {@code parentRowWrites})
+   * @param keepAliveSpanSeconds the span of {@code parentRowWrites}: from the start of the cell (the caller binds the
+   *     queue just before, which starts msgqueue's keep-alive clock) until every publisher has stopped
    * @param failures publish calls that threw, over the whole cell
    * @param firstFailure the first of them, or {@code null}
    */
@@ -45,7 +46,7 @@ final class ClosedLoopCell {
       LockWaitSampler.Result lockWait,
       long walBytes,
       long parentRowWrites,
-      double publishSeconds,
+      double keepAliveSpanSeconds,
       long failures,
       String firstFailure) {
 
@@ -61,7 +62,8 @@ final class ClosedLoopCell {
       return new Measurement(strategy, publishers, windowSeconds + other.windowSeconds, calls + other.calls,
           messages + other.messages, Latencies.merge(List.of(latencies, other.latencies)),
           lockWait.plus(other.lockWait),
-          walBytes + other.walBytes, parentRowWrites + other.parentRowWrites, publishSeconds + other.publishSeconds,
+          walBytes + other.walBytes, parentRowWrites + other.parentRowWrites,
+          keepAliveSpanSeconds + other.keepAliveSpanSeconds,
           failures + other.failures, firstFailure != null ? firstFailure : other.firstFailure);
     }
 
@@ -85,7 +87,9 @@ final class ClosedLoopCell {
 
   static Measurement run(BenchDatabase database, PublishStrategy strategy, int publishers, Duration warmup,
       Duration window) throws SQLException, InterruptedException {
+    long cellStart = System.nanoTime();
     DSLContext control = database.control();
+    BenchSql.ParentRowCounters before = BenchSql.parentRowCounters(control);
     List<Connection> connections = new ArrayList<>();
     List<Integer> pids = new ArrayList<>();
     List<Worker> workers = new ArrayList<>();
@@ -100,9 +104,7 @@ final class ClosedLoopCell {
         pids.add(BenchSql.backendPid(ctx));
         workers.add(new Worker(strategy.open(ctx), start, clock, firstFailure, strategy.id() + "-" + i));
       }
-      BenchSql.ParentRowCounters before = BenchSql.parentRowCounters(control);
       workers.forEach(Thread::start);
-      long publishStart = System.nanoTime();
       start.countDown();
       TimeUnit.NANOSECONDS.sleep(warmup.toNanos());
 
@@ -120,7 +122,7 @@ final class ClosedLoopCell {
       for (Worker worker : workers) {
         worker.join();
       }
-      double publishSeconds = (System.nanoTime() - publishStart) / 1e9;
+      double keepAliveSpanSeconds = (System.nanoTime() - cellStart) / 1e9;
       closeAll(connections);
       database.awaitBackendsGone(pids);
       BenchSql.ParentRowCounters writes = BenchSql.parentRowCounters(control).minus(before);
@@ -131,7 +133,7 @@ final class ClosedLoopCell {
       Latencies latencies = Latencies.merge(workers.stream().map(w -> w.latencies).toList());
       double windowSeconds = (clock.windowEnd - clock.windowStart) / 1e9;
       return new Measurement(strategy.id(), publishers, windowSeconds, calls, messages, latencies, lockWait,
-          walAfter - walBefore, writes.updates(), publishSeconds, failures, firstFailure.get());
+          walAfter - walBefore, writes.updates(), keepAliveSpanSeconds, failures, firstFailure.get());
     } finally {
       clock.stopped = true;
       start.countDown();

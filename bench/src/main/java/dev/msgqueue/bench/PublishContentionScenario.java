@@ -140,7 +140,8 @@ final class PublishContentionScenario implements Scenario {
    * One strategy at one publisher count.
    *
    * @param windowSeconds measured seconds, all rounds together
-   * @param parentRowWrites {@code n_tup_upd} of {@code "MessageQueue"} over the whole cell (warm-ups included)
+   * @param parentRowWrites {@code n_tup_upd} of {@code "MessageQueue"} over the whole cell (from the bind of the queue
+   *     until the publishers stopped, warm-ups included)
    * @param lockWaitByEvent waiting-session-seconds per {@code wait_event}: {@code tuple}/{@code transactionid} are
    *     row-lock queues, {@code extend} is relation extension (inserting sessions growing the same table)
    * @param keepAliveIntervals how many keep-alive intervals that span covers
@@ -169,7 +170,7 @@ final class PublishContentionScenario implements Scenario {
       return new Cell(m.strategy(), m.publishers(), m.windowSeconds(), m.messages(), m.messagesPerSecond(),
           m.latency().p50Micros() / 1000, m.latency().p99Micros() / 1000, m.lockWait().waitingSessionSeconds(),
           m.lockWaitShare(), m.lockWait().byWaitEvent(), m.lockWait().samples(), m.parentRowWrites(),
-          m.publishSeconds() / (keepAlive.toNanos() / 1e9), m.walBytesPerMessage(),
+          m.keepAliveSpanSeconds() / (keepAlive.toNanos() / 1e9), m.walBytesPerMessage(),
           m.messagesPerSecond() / ceilingMessagesPerSecond, m.failures(), m.firstFailure());
     }
   }
@@ -219,8 +220,8 @@ final class PublishContentionScenario implements Scenario {
                   .collect(java.util.stream.Collectors.joining(", ")));
         }
       }
-      out.println("parent writes: n_tup_upd of \"MessageQueue\" over warm-up + window, against the keep-alive"
-          + " intervals in that span.");
+      out.println("parent writes: n_tup_upd of \"MessageQueue\" from binding the queue until the publishers stopped"
+          + " (warm-up included), against the keep-alive intervals in that span.");
     }
 
     @Override
