@@ -37,21 +37,30 @@ final class BenchDatabase implements AutoCloseable {
   private final int serverVersionNum;
   private final Map<String, String> settings;
   private final boolean keep;
+  private final boolean checkpointBeforeCells;
   private final AtomicBoolean closed = new AtomicBoolean();
 
-  private BenchDatabase(BenchServer server, String name, boolean keep) throws SQLException {
+  private BenchDatabase(BenchServer server, String name, boolean keep, boolean checkpointBeforeCells)
+      throws SQLException {
     this.server = server;
     this.name = name;
     this.url = server.adminUrl().withDatabase(name).value();
     this.keep = keep;
+    this.checkpointBeforeCells = checkpointBeforeCells;
     this.controlConnection = DriverManager.getConnection(url);
     this.control = DSL.using(controlConnection, SQLDialect.POSTGRES);
     this.serverVersionNum = BenchSql.serverVersionNum(control);
     this.settings = BenchSql.relevantSettings(control);
   }
 
-  /** Creates and migrates a new database {@code msgqueue_bench_<time>_<random>} on {@code server}. */
-  static BenchDatabase create(BenchServer server, boolean keep) throws SQLException {
+  /**
+   * Creates and migrates a new database {@code msgqueue_bench_<time>_<random>} on {@code server}.
+   *
+   * @param keep leave the database on the server when closed
+   * @param checkpointBeforeCells issue a CHECKPOINT in every {@link #reset()} (the quick mode skips it: its figures
+   *     mean nothing and each checkpoint costs a fraction of a second on a busy server)
+   */
+  static BenchDatabase create(BenchServer server, boolean keep, boolean checkpointBeforeCells) throws SQLException {
     String name = "msgqueue_bench_" + LocalDateTime.now().format(DateTimeFormatter.ofPattern("yyyyMMdd_HHmmss"))
         + "_" + UUID.randomUUID().toString().substring(0, 6);
     try (Connection admin = DriverManager.getConnection(server.adminUrl().value())) {
@@ -60,7 +69,7 @@ final class BenchDatabase implements AutoCloseable {
       throw new SQLException("could not create the benchmark database on " + server.description()
           + " (the user needs CREATEDB): " + e.getMessage(), e);
     }
-    BenchDatabase database = new BenchDatabase(server, name, keep);
+    BenchDatabase database = new BenchDatabase(server, name, keep, checkpointBeforeCells);
     try (Connection migration = database.connect()) {
       // A connection of its own: Liquibase turns autocommit off, and the control session must stay in autocommit.
       Migrations.update(migration);
@@ -131,7 +140,9 @@ final class BenchDatabase implements AutoCloseable {
    */
   void reset() {
     control.truncate(MESSAGE_QUEUE_ITEM, ITEM_WITHOUT_FK, MESSAGE_QUEUE).restartIdentity().execute();
-    checkpoint();
+    if (checkpointBeforeCells) {
+      checkpoint();
+    }
   }
 
   private void checkpoint() {

@@ -116,7 +116,8 @@ public final class BenchMain {
 
     Instant startedAt = Instant.now();
     double loadAtStart = ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage();
-    try (BenchServer ownedServer = server; BenchDatabase database = BenchDatabase.create(ownedServer, options.keepDatabase())) {
+    try (BenchServer ownedServer = server; BenchDatabase database = BenchDatabase.create(ownedServer, options.keepDatabase(),
+        !options.quick())) {
       // Ctrl-C: drop the benchmark database anyway (the embedded server is stopped by its own hook).
       Thread dropOnInterrupt = new Thread(database::close, "msgqueue-bench-cleanup");
       Runtime.getRuntime().addShutdownHook(dropOnInterrupt);

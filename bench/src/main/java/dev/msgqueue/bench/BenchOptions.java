@@ -43,14 +43,14 @@ record BenchOptions(
       "                          jdbc:postgresql://127.0.0.1:5432/postgres?user=postgres",
       "                          (creates a database msgqueue_bench_* there and drops it at the end)",
       "  --results DIR           results folder (default: results/<timestamp> next to the jar)",
-      "  --duration SECONDS      measured seconds per cell (default 5; quick 0.5)",
-      "  --warmup SECONDS        unmeasured seconds before each cell or slice (default 0.5; quick 0.2)",
+      "  --duration SECONDS      measured seconds per cell (default 5; quick 0.4)",
+      "  --warmup SECONDS        unmeasured seconds before each cell or slice (default 0.5; quick 0.15)",
       "  --rounds N              contention cells measured in N slices, strategies rotated (default 3; quick 1)",
       "  --publishers 1,8,32,64  concurrent publishers of the contention scenario",
       "  --batch-sizes 1,10,100,1000  batch sizes of the batching scenario",
-      "  --reaper-race SECONDS   length of each reaper-race run (default 12; quick 2)",
+      "  --reaper-race SECONDS   length of each reaper-race run (default 12; quick 1.5)",
       "  --scenarios IDS         run only these: publish-contention,batching,reaper-race",
-      "  --quick                 tiny sizes, about 25 s in all (the CI smoke test)",
+      "  --quick                 tiny sizes, about 20 s in all (the CI smoke test)",
       "  --keep-database         do not drop the benchmark database at the end",
       "  --help                  this text");
 
@@ -67,8 +67,8 @@ record BenchOptions(
     boolean quick = List.of(args).contains("--quick");
     String jdbcUrl = null;
     Path resultsDir = null;
-    Duration cellDuration = quick ? Duration.ofMillis(500) : Duration.ofSeconds(5);
-    Duration warmup = quick ? Duration.ofMillis(200) : Duration.ofMillis(500);
+    Duration cellDuration = quick ? Duration.ofMillis(400) : Duration.ofSeconds(5);
+    Duration warmup = quick ? Duration.ofMillis(150) : Duration.ofMillis(500);
     int rounds = quick ? 1 : 3;
     List<Integer> publishers = quick ? List.of(1, 4) : List.of(1, 8, 32, 64);
     List<Integer> batchSizes = List.of(1, 10, 100, 1000);

@@ -25,7 +25,7 @@ record ReaperRaceSettings(
   static final ReaperRaceSettings FULL = new ReaperRaceSettings(
       Duration.ofSeconds(12), Duration.ofSeconds(2), Duration.ofMillis(500), Duration.ofMillis(50), 2, 100);
   static final ReaperRaceSettings QUICK = new ReaperRaceSettings(
-      Duration.ofMillis(2000), Duration.ofMillis(600), Duration.ofMillis(150), Duration.ofMillis(25), 2, 100);
+      Duration.ofMillis(1500), Duration.ofMillis(400), Duration.ofMillis(100), Duration.ofMillis(20), 2, 100);
 
   ReaperRaceSettings withRunLength(Duration value) {
     return new ReaperRaceSettings(value, reapThreshold, keepAlive, reaperPause, publishers, ratePerPublisher);
