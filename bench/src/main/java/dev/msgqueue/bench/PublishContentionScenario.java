@@ -60,10 +60,12 @@ final class PublishContentionScenario implements Scenario {
 
   /**
    * How long each strategy runs, unmeasured, before the first cell: the JIT compiles the jOOQ rendering and pgjdbc
-   * paths of every strategy, so the first cells do not pay for compilation the later ones do not.
+   * paths of every strategy, so the first cells do not pay for compilation the later ones do not. Measured here: a
+   * strategy with a larger statement (msgqueue's) needs several thousand calls before its cost per call settles, so
+   * 2 s was not enough on a busy machine.
    */
   private Duration jvmWarmup() {
-    return options.quick() ? Duration.ofMillis(300) : Duration.ofSeconds(2);
+    return options.quick() ? Duration.ofMillis(300) : Duration.ofSeconds(5);
   }
 
   /**
