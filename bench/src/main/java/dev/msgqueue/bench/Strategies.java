@@ -15,6 +15,7 @@ import java.time.Duration;
 import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Function;
 import org.jooq.CommonTableExpression;
 import org.jooq.DSLContext;
 import org.jooq.Field;
@@ -147,7 +148,7 @@ final class Strategies {
         .fetchOne(I.ID);
   }
 
-  private static PublishStrategy strategy(String id, java.util.function.Function<DSLContext, PublishStrategy.Publisher> open) {
+  private static PublishStrategy strategy(String id, Function<DSLContext, PublishStrategy.Publisher> open) {
     return new PublishStrategy() {
       @Override
       public String id() {
