@@ -1,0 +1,127 @@
+package dev.msgqueue.bench;
+
+import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.MsgQueueConfig;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * Scenario 2: {@link MessageQueueRepository#publishBatch} from one publisher, at each batch size, to the same hot
+ * auto-deleted queue as scenario 1. Batch size 1 is the single-message rate the others are compared with.
+ */
+final class BatchingScenario implements Scenario {
+  static final String ID = "batching";
+  static final int PUBLISHERS = 1;
+
+  private final BenchOptions options;
+  private final MsgQueueConfig config;
+
+  BatchingScenario(BenchOptions options, MsgQueueConfig config) {
+    this.options = options;
+    this.config = config;
+  }
+
+  @Override
+  public String id() {
+    return ID;
+  }
+
+  @Override
+  public String title() {
+    return "2. Batching: publishBatch from one publisher";
+  }
+
+  @Override
+  public int steps() {
+    return options.batchSizes().size();
+  }
+
+  @Override
+  public Duration estimate() {
+    return options.cellDuration().plus(options.warmup()).plusMillis(500).multipliedBy(steps());
+  }
+
+  @Override
+  public Result run(BenchContext context) throws Exception {
+    BenchDatabase database = context.database();
+    Strategies.Message message = new Strategies.Message(
+        PublishContentionScenario.HOT_QUEUE, BenchContext.PAYLOAD, PublishContentionScenario.MESSAGE_TTL);
+    List<ClosedLoopCell.Measurement> measured = new ArrayList<>();
+    for (int batchSize : options.batchSizes()) {
+      context.step(String.format(Locale.ROOT, "batching: publishBatch of %d", batchSize));
+      database.reset();
+      MessageQueueRepository repository = MessageQueueRepository.create(database.control(), config);
+      repository.bindQueue(message.queue());
+      database.flushStatistics();
+      measured.add(ClosedLoopCell.run(database, Strategies.msgqueueBatch(message, repository, batchSize), PUBLISHERS,
+          options.warmup(), options.cellDuration()));
+    }
+    double single = Double.NaN;
+    for (int i = 0; i < measured.size(); i++) {
+      if (options.batchSizes().get(i) == 1) {
+        single = measured.get(i).messagesPerSecond();
+      }
+    }
+    List<Row> rows = new ArrayList<>();
+    for (int i = 0; i < measured.size(); i++) {
+      ClosedLoopCell.Measurement m = measured.get(i);
+      rows.add(new Row(options.batchSizes().get(i), m.windowSeconds(), m.calls(), m.messages(), m.callsPerSecond(),
+          m.messagesPerSecond(), m.latency().p50Micros() / 1000, m.latency().p99Micros() / 1000,
+          m.walBytesPerMessage(), m.messagesPerSecond() / single, m.failures(), m.firstFailure()));
+    }
+    return new BatchingResult(PUBLISHERS, rows);
+  }
+
+  /** @param speedupOverSingle messages/s relative to batch size 1 (NaN when 1 was not measured) */
+  record Row(
+      int batchSize,
+      double windowSeconds,
+      long calls,
+      long messages,
+      double callsPerSecond,
+      double messagesPerSecond,
+      double p50Millis,
+      double p99Millis,
+      double walBytesPerMessage,
+      double speedupOverSingle,
+      long failures,
+      String firstFailure) { }
+
+  record BatchingResult(int publishers, List<Row> rows) implements Result {
+    Row row(int batchSize) {
+      return rows.stream().filter(r -> r.batchSize() == batchSize).findFirst().orElse(null);
+    }
+
+    @Override
+    public void printTable(PrintStream out) {
+      String header = String.format(Locale.ROOT, "%6s %10s %11s %9s %9s %10s %8s %5s",
+          "batch", "calls/s", "msg/s", "p50 ms", "p99 ms", "WAL B/msg", "x batch1", "fail");
+      out.println(header);
+      out.println("-".repeat(header.length()));
+      for (Row r : rows) {
+        out.printf(Locale.ROOT, "%6d %10.0f %11.0f %9.2f %9.2f %10.0f %8.2f %5d%n", r.batchSize(),
+            r.callsPerSecond(), r.messagesPerSecond(), r.p50Millis(), r.p99Millis(), r.walBytesPerMessage(),
+            r.speedupOverSingle(), r.failures());
+      }
+    }
+
+    @Override
+    public void writeCsv(Path file) throws IOException {
+      List<String> lines = new ArrayList<>();
+      lines.add("batch_size,window_seconds,calls,messages,calls_per_second,messages_per_second,p50_ms,p99_ms,"
+          + "wal_bytes_per_message,speedup_over_single,failures");
+      for (Row r : rows) {
+        lines.add(String.format(Locale.ROOT, "%d,%.3f,%d,%d,%.1f,%.1f,%.3f,%.3f,%.1f,%.3f,%d", r.batchSize(),
+            r.windowSeconds(), r.calls(), r.messages(), r.callsPerSecond(), r.messagesPerSecond(), r.p50Millis(),
+            r.p99Millis(), r.walBytesPerMessage(), r.speedupOverSingle(), r.failures()));
+      }
+      Files.write(file, lines);
+    }
+  }
+}

@@ -1,0 +1,288 @@
+package dev.msgqueue.bench;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.SerializationFeature;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.lang.management.ManagementFactory;
+import java.net.URISyntaxException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.time.Instant;
+import java.time.LocalDateTime;
+import java.time.format.DateTimeFormatter;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.logging.Level;
+import java.util.logging.Logger;
+
+/**
+ * The benchmark's entry point: {@code java -jar bench/target/msgqueue-bench.jar [--jdbc-url URL] [--quick] ...}.
+ * Prints a table per scenario on stdout (progress goes to stderr) and writes results.json, one CSV per scenario and
+ * a PNG chart into the results folder.
+ */
+public final class BenchMain {
+  static final int EXIT_OK = 0;
+  static final int EXIT_FAILED = 1;
+  static final int EXIT_NO_SERVER = 2;
+  static final int EXIT_USAGE = 64;
+
+  static final String RESULTS_JSON = "results.json";
+  static final String CHART_PNG = "publish-throughput.png";
+
+  /**
+   * Scenarios not run by this version, with the reason, reported in results.json and on stdout so that a reader
+   * never mistakes a missing scenario for a measured one.
+   */
+  static final List<Map<String, String>> NOT_RUN = List.of(Map.of(
+      "id", "end-to-end-latency",
+      "title", "4. End to end: publish -> subscriber handler latency p50/p99, wake-ups on and off",
+      "reason", "needs the subscriber API, which is not on this branch yet"));
+
+  // Held so the logging configuration is not garbage collected with a weakly referenced logger.
+  private static final Logger LIQUIBASE_LOG = Logger.getLogger("liquibase");
+
+  private BenchMain() { }
+
+  public static void main(String[] args) {
+    System.exit(run(args, System.out, System.err));
+  }
+
+  /** The scenarios in the order they run. */
+  static List<Scenario> allScenarios(BenchOptions options) {
+    PublishContentionScenario contention = new PublishContentionScenario(options);
+    // Scenario 4 (end-to-end latency: publish -> subscriber handler p50/p99 at a steady rate, with wake-ups on and
+    // off) plugs in here as an EndToEndLatencyScenario once the subscriber API is merged; remove it from NOT_RUN then.
+    return List.of(
+        contention,
+        new BatchingScenario(options, contention.config()),
+        new ReaperRaceScenario(options.reaperRace()));
+  }
+
+  /** The scenarios {@code --scenarios} selects (all by default). */
+  static List<Scenario> scenarios(BenchOptions options) throws BenchOptions.UsageException {
+    List<Scenario> all = allScenarios(options);
+    if (options.scenarioIds().isEmpty()) {
+      return all;
+    }
+    List<String> known = all.stream().map(Scenario::id).toList();
+    for (String id : options.scenarioIds()) {
+      if (!known.contains(id)) {
+        throw new BenchOptions.UsageException("unknown scenario " + id + "; known: " + String.join(",", known));
+      }
+    }
+    return all.stream().filter(scenario -> options.scenarioIds().contains(scenario.id())).toList();
+  }
+
+  /** Runs the benchmark; returns the process exit code. */
+  static int run(String[] args, PrintStream out, PrintStream err) {
+    quietLibraries();
+    BenchOptions options;
+    try {
+      options = BenchOptions.parse(args);
+    } catch (BenchOptions.UsageException e) {
+      boolean help = List.of(args).contains("--help") || List.of(args).contains("-h");
+      (help ? out : err).println(e.getMessage());
+      return help ? EXIT_OK : EXIT_USAGE;
+    }
+    List<Scenario> scenarios;
+    try {
+      scenarios = scenarios(options);
+    } catch (BenchOptions.UsageException e) {
+      err.println(e.getMessage());
+      return EXIT_USAGE;
+    }
+    Path resultsDir = options.resultsDir() != null ? options.resultsDir()
+        : jarDirectory().resolve("results")
+            .resolve(LocalDateTime.now().format(DateTimeFormatter.ofPattern("yyyyMMdd-HHmmss")));
+
+    BenchServer server;
+    if (options.jdbcUrl() == null) {
+      err.println("msgqueue-bench: starting an embedded PostgreSQL (pass --jdbc-url to use an existing server) ...");
+      try {
+        server = BenchServer.embedded(jarDirectory().resolve("embedded-pg"));
+      } catch (BenchServer.EmbeddedUnavailableException e) {
+        err.println("msgqueue-bench: the embedded PostgreSQL cannot start on this platform (" + e.getMessage()
+            + "); run against an existing server instead: --jdbc-url jdbc:postgresql://HOST:5432/postgres?user=USER");
+        return EXIT_NO_SERVER;
+      }
+    } else {
+      server = BenchServer.existing(options.jdbcUrl());
+    }
+
+    Instant startedAt = Instant.now();
+    double loadAtStart = ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage();
+    try (BenchServer ownedServer = server; BenchDatabase database = BenchDatabase.create(ownedServer, options.keepDatabase(),
+        !options.quick())) {
+      // Ctrl-C: drop the benchmark database anyway (the embedded server is stopped by its own hook).
+      Thread dropOnInterrupt = new Thread(database::close, "msgqueue-bench-cleanup");
+      Runtime.getRuntime().addShutdownHook(dropOnInterrupt);
+      try {
+        requireConnections(database, options);
+        int steps = scenarios.stream().mapToInt(Scenario::steps).sum();
+        Duration estimate = scenarios.stream().map(Scenario::estimate).reduce(Duration.ZERO, Duration::plus);
+        err.printf(Locale.ROOT, "msgqueue-bench: %d cells, about %d s; results go to %s%n", steps,
+            estimate.toSeconds(), resultsDir.toAbsolutePath());
+
+        Map<String, Object> machine = machine(loadAtStart);
+        printHeader(out, server, database, machine, options);
+        BenchContext context = new BenchContext(database, options, err, steps);
+        Map<String, Scenario.Result> results = new LinkedHashMap<>();
+        for (Scenario scenario : scenarios) {
+          Scenario.Result result = scenario.run(context);
+          results.put(scenario.id(), result);
+          out.println();
+          out.println(scenario.title());
+          result.printTable(out);
+          out.flush();
+        }
+        for (Map<String, String> notRun : NOT_RUN) {
+          out.println();
+          out.println(notRun.get("title"));
+          out.println("not run: " + notRun.get("reason"));
+        }
+
+        List<TargetChecks.Check> checks = TargetChecks.evaluate(
+            (PublishContentionScenario.ContentionResult) results.get(PublishContentionScenario.ID),
+            (BatchingScenario.BatchingResult) results.get(BatchingScenario.ID),
+            (ReaperRaceScenario.ReaperRaceResult) results.get(ReaperRaceScenario.ID));
+        out.println();
+        out.println("Targets (ratios within this run)");
+        TargetChecks.print(checks, out);
+
+        machine.put("loadAverageAtEnd", ManagementFactory.getOperatingSystemMXBean().getSystemLoadAverage());
+        Files.createDirectories(resultsDir);
+        Map<String, Object> report = new LinkedHashMap<>();
+        report.put("benchmark", "msgqueue-bench");
+        report.put("formatVersion", 1);
+        report.put("startedAt", startedAt.toString());
+        report.put("finishedAt", Instant.now().toString());
+        report.put("arguments", List.of(args));
+        report.put("quick", options.quick());
+        report.put("machine", machine);
+        report.put("server", Map.of("description", server.description(), "database", database.name(),
+            "settings", database.settings()));
+        report.put("payloadBytes", BenchContext.PAYLOAD.data().getBytes(StandardCharsets.UTF_8).length);
+        report.put("scenarios", results);
+        report.put("notRun", NOT_RUN);
+        report.put("checks", checks);
+        new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT)
+            .writeValue(resultsDir.resolve(RESULTS_JSON).toFile(), report);
+        for (Map.Entry<String, Scenario.Result> entry : results.entrySet()) {
+          entry.getValue().writeCsv(resultsDir.resolve(entry.getKey() + ".csv"));
+        }
+        PublishContentionScenario.ContentionResult contention =
+            (PublishContentionScenario.ContentionResult) results.get(PublishContentionScenario.ID);
+        if (contention != null) {
+          ThroughputChart.write(resultsDir.resolve(CHART_PNG), contention, String.format(Locale.ROOT,
+              "%s, %s cores, %s; %.1f s per cell after %.1f s warm-up; %s", machine.get("cpuModel"),
+              machine.get("availableProcessors"), shortVersion(database.settings().get("version")),
+              contention.cellSeconds(), contention.warmupSeconds(), startedAt.toString().substring(0, 10)));
+        }
+        out.println();
+        out.println("results: " + resultsDir.toAbsolutePath());
+        return EXIT_OK;
+      } finally {
+        removeShutdownHook(dropOnInterrupt);
+      }
+    } catch (Exception e) {
+      err.println("msgqueue-bench failed: " + e);
+      e.printStackTrace(err);
+      return EXIT_FAILED;
+    }
+  }
+
+  private static void removeShutdownHook(Thread hook) {
+    try {
+      Runtime.getRuntime().removeShutdownHook(hook);
+    } catch (IllegalStateException e) {
+      // The JVM is already shutting down: the hook runs, and closing twice is harmless.
+    }
+  }
+
+  private static void requireConnections(BenchDatabase database, BenchOptions options) {
+    int available = Integer.parseInt(database.settings().get("max_connections"));
+    // Publishers plus the control session, the lock sampler, the reaper, and a few for whoever else is connected.
+    int needed = options.maxPublishers() + 8;
+    if (available < needed) {
+      throw new IllegalStateException("the server allows max_connections = " + available + ", the benchmark needs"
+          + " about " + needed + " for " + options.maxPublishers() + " publishers; lower --publishers or raise it");
+    }
+  }
+
+  private static void printHeader(PrintStream out, BenchServer server, BenchDatabase database,
+      Map<String, Object> machine, BenchOptions options) {
+    out.println("msgqueue-bench" + (options.quick() ? " (quick: tiny sizes, figures not meaningful)" : ""));
+    out.printf(Locale.ROOT, "machine: %s, %s cores, %s; %s %s; load average %.2f at start%n", machine.get("cpuModel"),
+        machine.get("availableProcessors"), machine.get("memory"), machine.get("os"), machine.get("java"),
+        (Double) machine.get("loadAverageAtStart"));
+    out.println("server:  " + server.description() + ", database " + database.name());
+    StringBuilder settings = new StringBuilder();
+    database.settings().forEach((name, value) -> {
+      if (!name.equals("version")) {
+        settings.append(settings.length() == 0 ? "" : ", ").append(name).append('=').append(value);
+      }
+    });
+    out.println("         " + shortVersion(database.settings().get("version")) + "; " + settings);
+    out.println("note:    WAL bytes are server-wide; on a shared server other databases' writes count too.");
+  }
+
+  /** "PostgreSQL 17.2" out of version()'s "PostgreSQL 17.2 (Debian ...) on x86_64-pc-linux-gnu, compiled by ...". */
+  private static String shortVersion(String version) {
+    String[] words = version.split(" ");
+    return words.length >= 2 ? words[0] + " " + words[1] : version;
+  }
+
+  private static Map<String, Object> machine(double loadAtStart) {
+    Map<String, Object> machine = new LinkedHashMap<>();
+    machine.put("cpuModel", procValue("/proc/cpuinfo", "model name").orElse(System.getProperty("os.arch")));
+    machine.put("availableProcessors", Runtime.getRuntime().availableProcessors());
+    machine.put("memory", procValue("/proc/meminfo", "MemTotal").orElse("unknown memory"));
+    machine.put("os", System.getProperty("os.name") + " " + System.getProperty("os.version") + " "
+        + System.getProperty("os.arch"));
+    machine.put("java", System.getProperty("java.vm.name") + " " + System.getProperty("java.version"));
+    machine.put("loadAverageAtStart", loadAtStart);
+    return machine;
+  }
+
+  private static java.util.Optional<String> procValue(String file, String key) {
+    try {
+      return Files.readAllLines(Path.of(file)).stream()
+          .filter(line -> line.startsWith(key))
+          .map(line -> line.substring(line.indexOf(':') + 1).strip())
+          .findFirst();
+    } catch (IOException | RuntimeException e) {
+      return java.util.Optional.empty();
+    }
+  }
+
+  /** The folder of the jar (bench/target), or of the classes folder when run from an IDE or a test. */
+  static Path jarDirectory() {
+    try {
+      Path location = Path.of(BenchMain.class.getProtectionDomain().getCodeSource().getLocation().toURI());
+      return location.getParent();
+    } catch (URISyntaxException | RuntimeException e) {
+      return Path.of("target");
+    }
+  }
+
+  private static void quietLibraries() {
+    setIfAbsent("java.awt.headless", "true");
+    setIfAbsent("org.slf4j.simpleLogger.defaultLogLevel", "warn");
+    setIfAbsent("org.jooq.no-logo", "true");
+    setIfAbsent("org.jooq.no-tips", "true");
+    setIfAbsent("liquibase.analytics.enabled", "false");
+    setIfAbsent("liquibase.showBanner", "false");
+    LIQUIBASE_LOG.setLevel(Level.WARNING);
+  }
+
+  private static void setIfAbsent(String key, String value) {
+    if (System.getProperty(key) == null) {
+      System.setProperty(key, value);
+    }
+  }
+}

@@ -1,0 +1,147 @@
+package dev.msgqueue.bench;
+
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * The command line of the benchmark. {@code --quick} picks tiny sizes (the CI smoke test); the other options override
+ * single values of whichever size is chosen.
+ *
+ * @param jdbcUrl an existing server to run on (the benchmark creates and drops its own database there); {@code null}
+ *     starts an embedded PostgreSQL
+ * @param resultsDir where results.json, the CSV files and the PNG chart go; {@code null} for the default
+ * @param cellDuration how long each measured cell of scenarios 1 and 2 runs, after its warm-up
+ * @param warmup how long each cell publishes before measuring starts
+ * @param publisherCounts the concurrent publisher counts of scenario 1
+ * @param batchSizes the batch sizes of scenario 2
+ * @param reaperRace the time-compressed settings of scenario 3
+ * @param contentionKeepAlive the keep-alive interval of scenario 1 (reap threshold four times it)
+ * @param rounds how many slices each contention cell is measured in, the strategies in rotated order per round
+ * @param scenarioIds the scenarios to run, by id; empty for all
+ * @param keepDatabase whether to leave the benchmark database on the server when done (for inspection)
+ */
+record BenchOptions(
+    String jdbcUrl,
+    Path resultsDir,
+    Duration cellDuration,
+    Duration warmup,
+    List<Integer> publisherCounts,
+    List<Integer> batchSizes,
+    ReaperRaceSettings reaperRace,
+    Duration contentionKeepAlive,
+    int rounds,
+    List<String> scenarioIds,
+    boolean quick,
+    boolean keepDatabase) {
+
+  static final String USAGE = String.join(System.lineSeparator(),
+      "usage: java -jar bench/target/msgqueue-bench.jar [options]",
+      "  (no options)            run every scenario on an embedded PostgreSQL 17 started by the benchmark",
+      "  --jdbc-url URL          run on an existing server instead, e.g.",
+      "                          jdbc:postgresql://127.0.0.1:5432/postgres?user=postgres",
+      "                          (creates a database msgqueue_bench_* there and drops it at the end)",
+      "  --results DIR           results folder (default: results/<timestamp> next to the jar)",
+      "  --duration SECONDS      measured seconds per cell (default 5; quick 0.4)",
+      "  --warmup SECONDS        unmeasured seconds before each cell or slice (default 0.5; quick 0.15)",
+      "  --rounds N              contention cells measured in N slices, strategies rotated (default 3; quick 1)",
+      "  --publishers 1,8,32,64  concurrent publishers of the contention scenario",
+      "  --batch-sizes 1,10,100,1000  batch sizes of the batching scenario",
+      "  --reaper-race SECONDS   length of each reaper-race run (default 12; quick 1.5)",
+      "  --scenarios IDS         run only these: publish-contention,batching,reaper-race",
+      "  --quick                 tiny sizes, about 20 s in all (the CI smoke test)",
+      "  --keep-database         do not drop the benchmark database at the end",
+      "  --help                  this text");
+
+  /** Thrown for a command line that cannot be run; its message is meant for the user as is. */
+  static final class UsageException extends Exception {
+    private static final long serialVersionUID = 1L;
+
+    UsageException(String message) {
+      super(message);
+    }
+  }
+
+  static BenchOptions parse(String... args) throws UsageException {
+    boolean quick = List.of(args).contains("--quick");
+    String jdbcUrl = null;
+    Path resultsDir = null;
+    Duration cellDuration = quick ? Duration.ofMillis(400) : Duration.ofSeconds(5);
+    Duration warmup = quick ? Duration.ofMillis(150) : Duration.ofMillis(500);
+    int rounds = quick ? 1 : 3;
+    List<Integer> publishers = quick ? List.of(1, 4) : List.of(1, 8, 32, 64);
+    List<Integer> batchSizes = List.of(1, 10, 100, 1000);
+    ReaperRaceSettings reaperRace = quick ? ReaperRaceSettings.QUICK : ReaperRaceSettings.FULL;
+    boolean keepDatabase = false;
+    List<String> scenarioIds = List.of();
+    for (int i = 0; i < args.length; i++) {
+      String arg = args[i];
+      switch (arg) {
+        case "--quick" -> { }
+        case "--keep-database" -> keepDatabase = true;
+        case "--help", "-h" -> throw new UsageException(USAGE);
+        case "--jdbc-url" -> {
+          jdbcUrl = value(args, ++i, arg);
+          if (!jdbcUrl.startsWith("jdbc:postgresql://")) {
+            throw new UsageException("--jdbc-url must be a jdbc:postgresql:// URL, was: " + jdbcUrl);
+          }
+        }
+        case "--results" -> resultsDir = Path.of(value(args, ++i, arg));
+        case "--duration" -> cellDuration = seconds(value(args, ++i, arg), arg);
+        case "--warmup" -> warmup = seconds(value(args, ++i, arg), arg);
+        case "--publishers" -> publishers = positiveInts(value(args, ++i, arg), arg, 512);
+        case "--batch-sizes" -> batchSizes = positiveInts(value(args, ++i, arg), arg, 10_000);
+        case "--rounds" -> rounds = positiveInts(value(args, ++i, arg), arg, 100).get(0);
+        case "--scenarios" -> scenarioIds = List.of(value(args, ++i, arg).split(","));
+        case "--reaper-race" -> reaperRace = reaperRace.withRunLength(seconds(value(args, ++i, arg), arg));
+        default -> throw new UsageException("unknown option " + arg + System.lineSeparator() + USAGE);
+      }
+    }
+    if (cellDuration.isZero()) {
+      throw new UsageException("--duration must be positive");
+    }
+    Duration keepAlive = quick ? Duration.ofMillis(250) : Duration.ofSeconds(1);
+    return new BenchOptions(jdbcUrl, resultsDir, cellDuration, warmup, publishers, batchSizes, reaperRace,
+        keepAlive, rounds, scenarioIds, quick, keepDatabase);
+  }
+
+  int maxPublishers() {
+    return publisherCounts.stream().mapToInt(Integer::intValue).max().orElse(1);
+  }
+
+  private static String value(String[] args, int index, String option) throws UsageException {
+    if (index >= args.length || args[index].startsWith("--")) {
+      throw new UsageException(option + " needs a value");
+    }
+    return args[index];
+  }
+
+  private static Duration seconds(String text, String option) throws UsageException {
+    try {
+      double seconds = Double.parseDouble(text);
+      if (seconds < 0 || seconds > 3600) {
+        throw new UsageException(option + " must be between 0 and 3600 seconds, was " + text);
+      }
+      return Duration.ofNanos(Math.round(seconds * 1e9));
+    } catch (NumberFormatException e) {
+      throw new UsageException(option + " takes a number of seconds, was " + text);
+    }
+  }
+
+  private static List<Integer> positiveInts(String text, String option, int max) throws UsageException {
+    List<Integer> values = new ArrayList<>();
+    for (String part : text.split(",")) {
+      try {
+        int value = Integer.parseInt(part.strip());
+        if (value < 1 || value > max) {
+          throw new UsageException(option + " values must be between 1 and " + max + ", was " + value);
+        }
+        values.add(value);
+      } catch (NumberFormatException e) {
+        throw new UsageException(option + " takes a comma-separated list of integers, was " + text);
+      }
+    }
+    return List.copyOf(values);
+  }
+}

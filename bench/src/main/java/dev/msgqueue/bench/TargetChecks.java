@@ -1,0 +1,72 @@
+package dev.msgqueue.bench;
+
+import java.io.PrintStream;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+
+/**
+ * The project's performance targets, evaluated against this run's measurements (ratios within one run, so the
+ * machine's speed cancels out). A target whose inputs were not measured (e.g. 32 publishers not in
+ * {@code --publishers}) is evaluated at the nearest publisher count and says so.
+ */
+final class TargetChecks {
+  static final int TARGET_PUBLISHERS = 32;
+
+  private TargetChecks() { }
+
+  /** @param measured the value this run measured; {@code passed} whether it meets {@code target} */
+  record Check(String name, String target, double measured, boolean passed, String basis) { }
+
+  static List<Check> evaluate(PublishContentionScenario.ContentionResult contention,
+      BatchingScenario.BatchingResult batching, ReaperRaceScenario.ReaperRaceResult race) {
+    List<Check> checks = new ArrayList<>();
+    if (contention != null && !contention.cells().isEmpty()) {
+      int publishers = contention.cells().stream().map(PublishContentionScenario.Cell::publishers)
+          .min((a, b) -> Integer.compare(Math.abs(a - TARGET_PUBLISHERS), Math.abs(b - TARGET_PUBLISHERS)))
+          .orElseThrow();
+      String basis = publishers + " publishers, one hot auto-deleted queue, one message per publish";
+      PublishContentionScenario.Cell ours = contention.cell(Strategies.MSGQUEUE, publishers);
+      PublishContentionScenario.Cell upsert = contention.cell(Strategies.UPSERT_PER_PUBLISH, publishers);
+      PublishContentionScenario.Cell seed = contention.cell(Strategies.OPTIMISTIC_HEAL, publishers);
+      double oursRate = ours.messagesPerSecond();
+      checks.add(atLeast("msgqueue / upsert-per-publish", 4, oursRate / upsert.messagesPerSecond(), basis));
+      checks.add(atLeast("msgqueue / optimistic-heal", 0.95, oursRate / seed.messagesPerSecond(), basis));
+      checks.add(atLeast("msgqueue / no-fk-ceiling", 0.85, ours.ratioToNoFkCeiling(), basis));
+      checks.add(new Check("msgqueue lock-wait share", "< 1%", ours.lockWaitShare(), ours.lockWaitShare() < 0.01,
+          basis));
+      double allowedWrites = Math.ceil(ours.keepAliveIntervals());
+      checks.add(new Check("msgqueue parent-row writes per keep-alive interval", "<= 1",
+          ours.parentRowWrites() / ours.keepAliveIntervals(), ours.parentRowWrites() <= allowedWrites,
+          String.format(Locale.ROOT, "%s; %d writes over %.1f intervals", basis, ours.parentRowWrites(),
+              ours.keepAliveIntervals())));
+    }
+    if (batching != null) {
+      BatchingScenario.Row hundred = batching.row(100);
+      if (hundred != null && Double.isFinite(hundred.speedupOverSingle())) {
+        checks.add(atLeast("publishBatch(100) / single-message rate", 10, hundred.speedupOverSingle(),
+            batching.publishers() + " publisher, messages/s"));
+      }
+    }
+    if (race != null) {
+      ReaperRaceScenario.Row ours = race.row(Strategies.MSGQUEUE, ReaperRaceScenario.MSGQUEUE_REAPER);
+      if (ours != null) {
+        long lost = ours.unexpiredOrphans() + ours.failedPublishes();
+        checks.add(new Check("msgqueue reaper race: orphaned items + failed publishes", "= 0", lost, lost == 0,
+            "msgqueue publish with the msgqueue reaper"));
+      }
+    }
+    return checks;
+  }
+
+  private static Check atLeast(String name, double target, double measured, String basis) {
+    return new Check(name, String.format(Locale.ROOT, ">= %sx", target), measured, measured >= target, basis);
+  }
+
+  static void print(List<Check> checks, PrintStream out) {
+    for (Check check : checks) {
+      out.printf(Locale.ROOT, "%-4s %-55s %10.3f  target %-7s (%s)%n", check.passed() ? "PASS" : "FAIL",
+          check.name(), check.measured(), check.target(), check.basis());
+    }
+  }
+}

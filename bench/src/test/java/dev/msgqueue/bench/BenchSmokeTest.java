@@ -1,0 +1,99 @@
+package dev.msgqueue.bench;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.awt.image.BufferedImage;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import javax.imageio.ImageIO;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The CI smoke test of the benchmark: a {@code --quick} run (tiny sizes, about 25 s) on the test database server
+ * ({@code MSGQUEUE_TEST_JDBC_URL}, else the embedded PostgreSQL), checking that it runs and that its output is well
+ * formed and complete. It checks no performance figure: quick cells are far too short to mean anything.
+ */
+class BenchSmokeTest {
+  private static final String URL_VARIABLE = "MSGQUEUE_TEST_JDBC_URL";
+  private static final List<Integer> QUICK_PUBLISHERS = List.of(1, 4);
+
+  @Test
+  void quickRunWritesEveryCellInWellFormedResults() throws Exception {
+    Path results = Path.of(System.getProperty("msgqueue.bench.smokeResults", "target/smoke-results"));
+    List<String> args = new ArrayList<>(List.of("--quick", "--results", results.toString()));
+    String url = System.getProperty(URL_VARIABLE, System.getenv(URL_VARIABLE));
+    if (url != null && !url.isBlank()) {
+      args.addAll(List.of("--jdbc-url", url));
+    }
+    ByteArrayOutputStream stdout = new ByteArrayOutputStream();
+    ByteArrayOutputStream stderr = new ByteArrayOutputStream();
+
+    int exit = BenchMain.run(args.toArray(String[]::new), new PrintStream(stdout, true, StandardCharsets.UTF_8),
+        new PrintStream(stderr, true, StandardCharsets.UTF_8));
+
+    String out = stdout.toString(StandardCharsets.UTF_8);
+    assertThat(exit).as("exit code; stderr:%n%s", stderr.toString(StandardCharsets.UTF_8)).isZero();
+    assertThat(out).contains("1. Publish contention", "2. Batching", "3. Reaper race", "Targets");
+
+    JsonNode report = new ObjectMapper().readTree(results.resolve(BenchMain.RESULTS_JSON).toFile());
+    assertThat(report.path("quick").asBoolean()).isTrue();
+    assertThat(report.path("server").path("settings").path("version").asText()).startsWith("PostgreSQL");
+
+    JsonNode cells = report.path("scenarios").path("publish-contention").path("cells");
+    Set<String> seen = new HashSet<>();
+    for (JsonNode cell : cells) {
+      seen.add(cell.path("strategy").asText() + "x" + cell.path("publishers").asInt());
+      assertThat(cell.path("messages").asLong()).as("messages of %s", cell).isPositive();
+      assertThat(cell.path("messagesPerSecond").isNumber()).as("messagesPerSecond of %s", cell).isTrue();
+      assertThat(cell.path("walBytesPerMessage").isNumber()).isTrue();
+      assertThat(cell.path("lockWaitShare").asDouble()).isBetween(0.0, 1.0);
+      assertThat(cell.path("failures").asLong()).as("failures of %s", cell).isZero();
+    }
+    Set<String> expected = new HashSet<>();
+    for (String strategy : Strategies.CONTENTION_ORDER) {
+      for (int publishers : QUICK_PUBLISHERS) {
+        expected.add(strategy + "x" + publishers);
+      }
+    }
+    assertThat(seen).isEqualTo(expected);
+    assertThat(cells).hasSize(expected.size());
+
+    JsonNode batching = report.path("scenarios").path("batching").path("rows");
+    assertThat(batching).hasSize(4);
+    batching.forEach(row -> assertThat(row.path("messages").asLong()).isPositive());
+
+    JsonNode race = report.path("scenarios").path("reaper-race").path("rows");
+    assertThat(race).hasSize(ReaperRaceScenario.RUNS.size());
+    race.forEach(row -> assertThat(row.path("published").asLong()).isPositive());
+
+    assertThat(report.path("checks").size()).isGreaterThanOrEqualTo(6);
+    assertThat(report.path("notRun").get(0).path("id").asText()).isEqualTo("end-to-end-latency");
+
+    assertWellFormedCsv(results.resolve("publish-contention.csv"), expected.size());
+    assertWellFormedCsv(results.resolve("batching.csv"), 4);
+    assertWellFormedCsv(results.resolve("reaper-race.csv"), ReaperRaceScenario.RUNS.size());
+
+    BufferedImage chart = ImageIO.read(results.resolve(BenchMain.CHART_PNG).toFile());
+    assertThat(chart).isNotNull();
+    assertThat(chart.getWidth()).isGreaterThan(100);
+  }
+
+  private static void assertWellFormedCsv(Path file, int rows) throws Exception {
+    List<String> lines = Files.readAllLines(file);
+    assertThat(lines).as(file.toString()).hasSize(rows + 1);
+    int columns = lines.get(0).split(",", -1).length;
+    for (String line : lines) {
+      assertThat(line.split(",", -1)).as("%s: %s", file, line).hasSize(columns);
+      assertThat(line).doesNotContain("NaN");
+    }
+  }
+}
