@@ -2,6 +2,7 @@ package dev.msgqueue;
 
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 
+import java.sql.Connection;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -15,6 +16,7 @@ import org.jooq.JSONB;
 import org.jooq.SQLDialect;
 import org.jooq.conf.Settings;
 import org.jooq.conf.SettingsTools;
+import org.jooq.exception.DataAccessException;
 import org.jooq.impl.DSL;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -160,7 +162,7 @@ public final class MessageQueueRepository {
     if (keepAlive.claimRefresh(spec.name())) {
       refreshKeepAlive(spec.name());
     }
-    List<Long> ids = QueueStatements.insertItems(ctx, spec.name(), validated, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
+    List<Long> ids = insertIfQueueExists(spec.name(), validated, delay, ttl);
     if (!ids.isEmpty()) {
       wakeups.published(ctx, spec.name());
       return sorted(ids);
@@ -174,6 +176,25 @@ public final class MessageQueueRepository {
     wakeups.published(ctx, spec.name());
     log.info("re-created auto-deleted queue \"{}\" on publish (it had been reaped)", spec.name());
     return sorted(ids);
+  }
+
+  /**
+   * The fast path: inserts into an existing queue, or returns no ids if the queue is missing. The statement depends on
+   * the connection: in autocommit the plain insert (whose 23503 aborts nothing else), inside a transaction one that
+   * cannot raise 23503 at all.
+   */
+  private List<Long> insertIfQueueExists(String queue, List<JSONB> validated, Duration delay, Duration ttl) {
+    if (!ctx.connectionResult(Connection::getAutoCommit)) {
+      return QueueStatements.insertItemsIfQueueExists(ctx, queue, validated, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
+    }
+    try {
+      return QueueStatements.insertItems(ctx, queue, validated, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
+    } catch (DataAccessException e) {
+      if (QueueStatements.isMissingQueue(e)) {
+        return List.of();
+      }
+      throw e;
+    }
   }
 
   // Before the insert, so that if it fails no message has been committed behind the caller's back (autocommit).

@@ -40,6 +40,7 @@ import org.jooq.Row2;
 import org.jooq.Select;
 import org.jooq.SelectForUpdateOfStep;
 import org.jooq.Table;
+import org.jooq.exception.DataAccessException;
 import org.jooq.impl.SQLDataType;
 import org.jooq.types.DayToSecond;
 
@@ -48,8 +49,9 @@ import org.jooq.types.DayToSecond;
  * conflict table is in the README's design note):
  *
  * <ul>
- *   <li>{@link #insertItems}: FOR KEY SHARE on the queue row, the same lock the foreign-key check takes. KEY SHARE
- *       conflicts only with FOR UPDATE (a delete), so publishers never block each other, nor the keep-alive write.
+ *   <li>{@link #insertItems} (autocommit) and {@link #insertItemsIfQueueExists} (in a caller's transaction): FOR KEY
+ *       SHARE on the queue row, the lock the foreign-key check takes. KEY SHARE conflicts only with FOR UPDATE (a
+ *       delete), so publishers never block each other, nor the keep-alive write.
  *   <li>{@link #refreshIfStale}: FOR NO KEY UPDATE on the queue row, SKIP LOCKED: compatible with publishers' KEY
  *       SHARE, and it never waits for another keep-alive writer or for the reaper.
  *   <li>{@link #healAndInsertItems} and {@link #bind}: an upsert, NO KEY UPDATE on an existing row.
@@ -74,6 +76,9 @@ final class QueueStatements {
   private static final Field<Integer> ORDINAL = field(name("v", "ordinal"), SQLDataType.INTEGER);
   private static final Field<JSONB> PAYLOAD = field(name("v", "payload"), SQLDataType.JSONB);
 
+  /** SQLSTATE foreign_key_violation: the only foreign key of "MessageQueueItem" is its queue. */
+  private static final String FOREIGN_KEY_VIOLATION = "23503";
+
   private QueueStatements() { }
 
   /** {@code timezone('UTC', now())}: the server's transaction time as UTC wall-clock time. */
@@ -90,12 +95,36 @@ final class QueueStatements {
   }
 
   /**
-   * The publish fast path: inserts the payloads into an existing queue, as one statement. The queue row is read
-   * {@code FOR KEY SHARE}; if it does not exist (or a concurrent reaper deletes it while this waits), the statement
-   * inserts nothing and returns no ids, instead of raising 23503 and aborting the caller's transaction. The
-   * foreign-key check then finds the row already locked by this transaction.
+   * The publish fast path outside a transaction (autocommit): a plain multi-row insert, the cheapest statement there
+   * is. Its foreign-key check takes KEY SHARE on the queue row; if the queue is missing (or a concurrent reaper
+   * deletes it while the check waits), it fails with 23503 ({@link #isMissingQueue}), which in autocommit aborts
+   * nothing but this statement.
    */
   static InsertResultStep<MessageQueueItemRecord> insertItems(
+      DSLContext ctx, String queue, List<JSONB> payloads, Duration delay, Duration ttl) {
+    var insert = ctx.insertInto(I, I.PAYLOAD, I.READ_AFTER, I.EXPIRES_AT, I.QUEUE_ID);
+    Field<LocalDateTime> readAfter = utcNowPlus(delay);
+    Field<LocalDateTime> expiresAt = utcNowPlus(ttl);
+    Field<String> queueName = val(queue);
+    var values = insert.values(val(payloads.get(0)), readAfter, expiresAt, queueName);
+    for (int i = 1; i < payloads.size(); i++) {
+      values = values.values(val(payloads.get(i)), readAfter, expiresAt, queueName);
+    }
+    return values.returning(I.ID);
+  }
+
+  /** Whether {@code failure} is the foreign-key violation of an item whose queue row does not exist. */
+  static boolean isMissingQueue(DataAccessException failure) {
+    return FOREIGN_KEY_VIOLATION.equals(failure.sqlState());
+  }
+
+  /**
+   * The publish fast path inside a caller's transaction, where a 23503 would abort the whole transaction: inserts
+   * the payloads into an existing queue, as one statement that reads the queue row {@code FOR KEY SHARE}. If the row
+   * does not exist (or a concurrent reaper deletes it while this waits), the statement inserts nothing and returns no
+   * ids instead of raising 23503. The foreign-key check then finds the row already locked by this transaction.
+   */
+  static InsertResultStep<MessageQueueItemRecord> insertItemsIfQueueExists(
       DSLContext ctx, String queue, List<JSONB> payloads, Duration delay, Duration ttl) {
     Table<Record2<Integer, JSONB>> rows = payloadRows(payloads);
     return ctx.insertInto(I, I.PAYLOAD, I.READ_AFTER, I.EXPIRES_AT, I.QUEUE_ID)
