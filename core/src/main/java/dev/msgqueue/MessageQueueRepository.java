@@ -14,8 +14,6 @@ import javax.sql.DataSource;
 import org.jooq.DSLContext;
 import org.jooq.JSONB;
 import org.jooq.SQLDialect;
-import org.jooq.conf.Settings;
-import org.jooq.conf.SettingsTools;
 import org.jooq.exception.DataAccessException;
 import org.jooq.impl.DSL;
 import org.slf4j.Logger;
@@ -399,8 +397,9 @@ public final class MessageQueueRepository {
    * its failures translated into msgqueue's typed exceptions.
    */
   private static DSLContext bounded(DSLContext ctx, MsgQueueConfig config) {
-    Settings settings = SettingsTools.clone(ctx.settings()).withQueryTimeout(config.statementTimeoutSeconds());
-    return ctx.configuration().derive(settings).deriveAppending(new FailureTranslation()).dsl();
+    return ctx.configuration()
+        .deriveAppending(new StatementDeadlines(config.statementTimeout()), new FailureTranslation())
+        .dsl();
   }
 
   private static void requirePostgres(DSLContext ctx) {

@@ -19,8 +19,8 @@ import java.util.Objects;
  * @param maxPayloadBytes the largest payload accepted, in UTF-8 bytes of its JSON text
  * @param maxTrackedQueues how many queues' keep-alive deadlines one repository remembers; past this it forgets the
  *     least recently due ones (forgetting costs at most one extra no-op keep-alive statement)
- * @param statementTimeout the longest any statement msgqueue issues may run, lock waits included (JDBC query timeout,
- *     whole seconds, at least 1 s); past it the statement is cancelled and {@link MsgQueueTimeoutException} thrown
+ * @param statementTimeout the longest any statement msgqueue issues may run, lock waits included (at least 100 ms;
+ *     checked every 50 ms); past it the statement is cancelled and {@link MsgQueueTimeoutException} thrown
  * @param lockTimeout the longest a statement may wait for a lock in the transactions msgqueue runs itself (reaper,
  *     cleanup), as PostgreSQL's {@code lock_timeout}; at most {@code statementTimeout}
  * @param wakeupNotifications whether a publish sends a (coalesced) PostgreSQL NOTIFY so idle subscribers claim at
@@ -64,20 +64,14 @@ public record MsgQueueConfig(
     requireRange("maxTrackedQueues", maxTrackedQueues, 16, 10_000_000);
     requirePositive("statementTimeout", statementTimeout);
     requirePositive("lockTimeout", lockTimeout);
-    if (statementTimeout.compareTo(Duration.ofSeconds(1)) < 0 || statementTimeout.compareTo(Duration.ofHours(1)) > 0) {
-      throw new IllegalArgumentException("statementTimeout must be between 1 s and 1 h, was " + statementTimeout);
+    if (statementTimeout.compareTo(Duration.ofMillis(100)) < 0 || statementTimeout.compareTo(Duration.ofHours(1)) > 0) {
+      throw new IllegalArgumentException("statementTimeout must be between 100 ms and 1 h, was " + statementTimeout);
     }
     if (lockTimeout.compareTo(statementTimeout) > 0) {
       throw new IllegalArgumentException("lockTimeout (" + lockTimeout + ") must be at most statementTimeout ("
           + statementTimeout + ")");
     }
     requirePositive("wakeupWindow", wakeupWindow);
-  }
-
-  /** {@link #statementTimeout()} in the whole seconds a JDBC query timeout takes, rounded up. */
-  int statementTimeoutSeconds() {
-    long millis = statementTimeout.toMillis();
-    return (int) ((millis + 999) / 1000);
   }
 
   /**
