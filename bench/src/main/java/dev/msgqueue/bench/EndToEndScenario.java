@@ -151,7 +151,7 @@ final class EndToEndScenario implements Scenario {
     int measuredCount = (int) Math.max(1, settings.publishFor().toNanos() * rate / 1_000_000_000L);
     int total = warmupCount + measuredCount;
     long start = System.nanoTime();
-    long firstMeasuredSent = 0;
+    long firstMeasuredDue = start + warmupCount * 1_000_000_000L / rate;
     long lastMeasuredSent = 0;
     long maxLagNanos = 0;
     long publishedMeasured = 0;
@@ -166,7 +166,6 @@ final class EndToEndScenario implements Scenario {
       long sent = System.nanoTime();
       if (!warmup) {
         maxLagNanos = Math.max(maxLagNanos, sent - due);
-        firstMeasuredSent = seq == warmupCount ? sent : firstMeasuredSent;
         lastMeasuredSent = sent;
       }
       try {
@@ -178,7 +177,7 @@ final class EndToEndScenario implements Scenario {
         firstFailure = firstFailure == null ? e.toString() : firstFailure;
       }
     }
-    return new PublishedStream(measuredCount, publishedMeasured, publishedTotal, failures, firstFailure, firstMeasuredSent,
+    return new PublishedStream(measuredCount, publishedMeasured, publishedTotal, failures, firstFailure, firstMeasuredDue,
         lastMeasuredSent, 1_000_000_000L / rate, maxLagNanos);
   }
 
@@ -215,6 +214,7 @@ final class EndToEndScenario implements Scenario {
    * What the publisher did.
    *
    * @param measuredCount how many measured messages were due
+   * @param firstMeasuredDueNanos when the first measured message was due (it may have been sent later)
    * @param periodNanos the schedule's nominal gap between two messages
    * @param maxLagNanos how far behind its schedule the publisher ever was in the measured stream
    */
@@ -224,7 +224,7 @@ final class EndToEndScenario implements Scenario {
       long publishedTotal,
       long failures,
       String firstFailure,
-      long firstMeasuredSentNanos,
+      long firstMeasuredDueNanos,
       long lastMeasuredSentNanos,
       long periodNanos,
       long maxLagNanos) { }
@@ -280,12 +280,14 @@ final class EndToEndScenario implements Scenario {
     synchronized Row row(String run, boolean wakeups, int rate, PublishedStream stream, double drainSeconds,
         boolean drained, long itemsLeft) {
       double[] millis = latencies.percentilesMillis(0.50, 0.95, 0.99, 1.0);
-      // Both rates over a span starting at the first measured send: the publisher's ends one period after its last
-      // send (so a stream on schedule gives exactly the target), the handlers' at the last measured handler start.
+      // Both rates over a span starting when the first measured message was due, not when it was sent: a publisher
+      // that starts late and catches up back to back must not look faster than the schedule. The publisher's span
+      // ends one period after its last send (a stream on schedule gives exactly the target), the handlers' at the
+      // last measured handler start.
       double publishedPerSecond = stream.publishedMeasured() / ((stream.lastMeasuredSentNanos()
-          - stream.firstMeasuredSentNanos() + stream.periodNanos()) / 1e9);
+          - stream.firstMeasuredDueNanos() + stream.periodNanos()) / 1e9);
       double handledPerSecond = measured == 0 ? Double.NaN
-          : measured / ((lastMeasuredNanos - stream.firstMeasuredSentNanos()) / 1e9);
+          : measured / ((lastMeasuredNanos - stream.firstMeasuredDueNanos()) / 1e9);
       return new Row(run, wakeups, rate, stream.measuredCount(), stream.publishedMeasured(), measured,
           stream.publishedMeasured() - measured, duplicates, stream.failures(), stream.firstFailure(),
           millis[0], millis[1], millis[2], millis[3], publishedPerSecond, handledPerSecond,
@@ -302,9 +304,10 @@ final class EndToEndScenario implements Scenario {
    * @param notHandled published but not handled when the drain ended (or its timeout ran out)
    * @param duplicates handler runs for a message already handled
    * @param p50Millis latency percentiles from the start of the publish call to the start of the handler
-   * @param publishedPerSecond the rate the publisher achieved over the measured stream
-   * @param handledPerSecond measured messages handled per second from the first measured send to the last handler
-   *     start of a measured message (so it includes one tail latency)
+   * @param publishedPerSecond the rate the publisher achieved over the measured stream, from when its first message
+   *     was due; at most the target rate
+   * @param handledPerSecond measured messages handled per second from when the first measured message was due to the
+   *     last handler start of a measured message (so it includes one tail latency)
    * @param maxPublishLagMillis how far the publisher ever fell behind its schedule
    * @param drainSeconds from the last publish until every message was handled, or until the drain timed out
    * @param drained whether every published message (warm-up ones included) was handled within the drain timeout
@@ -362,8 +365,8 @@ final class EndToEndScenario implements Scenario {
             r.published(), r.handled(), r.notHandled(), r.p50Millis(), r.p95Millis(), r.p99Millis(), r.maxMillis(),
             r.publishedPerSecond(), r.handledPerSecond(), r.maxPublishLagMillis(), r.drainSeconds());
       }
-      out.println("latency: start of the publish call to the start of the handler; handled/s runs from the first"
-          + " send to the last handler start;");
+      out.println("latency: start of the publish call to the start of the handler; sent/s and handled/s run from"
+          + " when the first message was due to the last send / handler start;");
       out.println("lag: how far the publisher fell behind its schedule at worst (its messages were sent that late).");
       for (Row r : rows) {
         if (!r.drained() || r.duplicates() > 0 || r.publishFailures() > 0 || r.itemsLeft() > 0
