@@ -116,6 +116,11 @@ final class BenchDatabase implements AutoCloseable {
     return DriverManager.getConnection(url);
   }
 
+  /** The JDBC URL of the benchmark database, for a connection pool of a scenario's own. */
+  String url() {
+    return url;
+  }
+
   /** The long-lived session that sets cells up and reads the server's counters. */
   DSLContext control() {
     return control;

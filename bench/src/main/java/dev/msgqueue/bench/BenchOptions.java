@@ -17,6 +17,8 @@ import java.util.List;
  * @param publisherCounts the concurrent publisher counts of scenario 1
  * @param batchSizes the batch sizes of scenario 2
  * @param reaperRace the time-compressed settings of scenario 3
+ * @param endToEnd the rate and subscriber settings of scenario 4 (its stream runs for {@code cellDuration} after
+ *     {@code warmup})
  * @param contentionKeepAlive the keep-alive interval of scenario 1 (reap threshold four times it)
  * @param rounds how many slices each contention cell is measured in, the strategies in rotated order per round
  * @param scenarioIds the scenarios to run, by id; empty for all
@@ -30,6 +32,7 @@ record BenchOptions(
     List<Integer> publisherCounts,
     List<Integer> batchSizes,
     ReaperRaceSettings reaperRace,
+    EndToEndSettings endToEnd,
     Duration contentionKeepAlive,
     int rounds,
     List<String> scenarioIds,
@@ -43,13 +46,16 @@ record BenchOptions(
       "                          jdbc:postgresql://127.0.0.1:5432/postgres?user=postgres",
       "                          (creates a database msgqueue_bench_* there and drops it at the end)",
       "  --results DIR           results folder (default: results/<timestamp> next to the jar)",
-      "  --duration SECONDS      measured seconds per cell (default 5; quick 0.4)",
+      "  --duration SECONDS      measured seconds per cell or end-to-end run (default 5; quick 0.4)",
       "  --warmup SECONDS        unmeasured seconds before each cell or slice (default 0.5; quick 0.15)",
       "  --rounds N              contention cells measured in N slices, strategies rotated (default 3; quick 1)",
       "  --publishers 1,8,32,64  concurrent publishers of the contention scenario",
       "  --batch-sizes 1,10,100,1000  batch sizes of the batching scenario",
       "  --reaper-race SECONDS   length of each reaper-race run (default 12; quick 1.5)",
-      "  --scenarios IDS         run only these: publish-contention,batching,reaper-race",
+      "  --e2e-rate N            messages/s of the end-to-end runs' steady stream (default 200; quick 100)",
+      "  --e2e-poll-interval SECONDS  the end-to-end subscriber's poll interval (default 1, the library's;",
+      "                          quick 0.2)",
+      "  --scenarios IDS         run only these: publish-contention,batching,reaper-race,end-to-end",
       "  --quick                 tiny sizes, about 20 s in all (the CI smoke test)",
       "  --keep-database         do not drop the benchmark database at the end",
       "  --help                  this text");
@@ -73,6 +79,8 @@ record BenchOptions(
     List<Integer> publishers = quick ? List.of(1, 4) : List.of(1, 8, 32, 64);
     List<Integer> batchSizes = List.of(1, 10, 100, 1000);
     ReaperRaceSettings reaperRace = quick ? ReaperRaceSettings.QUICK : ReaperRaceSettings.FULL;
+    int endToEndRate = quick ? EndToEndSettings.QUICK_RATE : EndToEndSettings.DEFAULT_RATE;
+    Duration endToEndPoll = quick ? EndToEndSettings.QUICK_POLL_INTERVAL : EndToEndSettings.LIBRARY_POLL_INTERVAL;
     boolean keepDatabase = false;
     List<String> scenarioIds = List.of();
     for (int i = 0; i < args.length; i++) {
@@ -93,6 +101,8 @@ record BenchOptions(
         case "--publishers" -> publishers = positiveInts(value(args, ++i, arg), arg, 512);
         case "--batch-sizes" -> batchSizes = positiveInts(value(args, ++i, arg), arg, 10_000);
         case "--rounds" -> rounds = positiveInts(value(args, ++i, arg), arg, 100).get(0);
+        case "--e2e-rate" -> endToEndRate = positiveInts(value(args, ++i, arg), arg, 10_000).get(0);
+        case "--e2e-poll-interval" -> endToEndPoll = seconds(value(args, ++i, arg), arg);
         case "--scenarios" -> scenarioIds = List.of(value(args, ++i, arg).split(","));
         case "--reaper-race" -> reaperRace = reaperRace.withRunLength(seconds(value(args, ++i, arg), arg));
         default -> throw new UsageException("unknown option " + arg + System.lineSeparator() + USAGE);
@@ -101,9 +111,13 @@ record BenchOptions(
     if (cellDuration.isZero()) {
       throw new UsageException("--duration must be positive");
     }
+    if (endToEndPoll.compareTo(Duration.ofMillis(10)) < 0) {
+      // Subscriber.Builder's own lower bound.
+      throw new UsageException("--e2e-poll-interval must be at least 0.01 seconds");
+    }
     Duration keepAlive = quick ? Duration.ofMillis(250) : Duration.ofSeconds(1);
     return new BenchOptions(jdbcUrl, resultsDir, cellDuration, warmup, publishers, batchSizes, reaperRace,
-        keepAlive, rounds, scenarioIds, quick, keepDatabase);
+        new EndToEndSettings(endToEndRate, cellDuration, warmup, endToEndPoll), keepAlive, rounds, scenarioIds, quick, keepDatabase);
   }
 
   int maxPublishers() {

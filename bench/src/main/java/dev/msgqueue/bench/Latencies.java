@@ -37,6 +37,20 @@ final class Latencies {
     return new Summary(percentileMicros(sorted, 0.50), percentileMicros(sorted, 0.99));
   }
 
+  /**
+   * Nearest-rank percentiles of the samples for each of {@code quantiles}, in milliseconds (one sort for all); NaN
+   * when there are no samples. Quantile 1.0 is the maximum.
+   */
+  double[] percentilesMillis(double... quantiles) {
+    long[] sorted = Arrays.copyOf(samples, size);
+    Arrays.sort(sorted);
+    double[] millis = new double[quantiles.length];
+    for (int i = 0; i < quantiles.length; i++) {
+      millis[i] = percentileMicros(sorted, quantiles[i]) / 1_000.0;
+    }
+    return millis;
+  }
+
   /** Nearest-rank percentile; NaN when there are no samples. */
   private static double percentileMicros(long[] sorted, double quantile) {
     if (sorted.length == 0) {

@@ -6,8 +6,8 @@ import java.nio.file.Path;
 import java.time.Duration;
 
 /**
- * One scenario of the benchmark. {@link BenchMain#scenarios} lists them in the order they run; a new scenario (the
- * end-to-end latency one, once the subscriber API exists) is one more implementation added there.
+ * One scenario of the benchmark. {@link BenchMain#allScenarios} lists them in the order they run; a new scenario is
+ * one more implementation added there.
  */
 interface Scenario {
   /** The key of its results in results.json and the stem of its CSV file, e.g. {@code publish-contention}. */
