@@ -15,6 +15,7 @@ import org.jooq.JSONB;
 import org.jooq.SQLDialect;
 import org.jooq.conf.Settings;
 import org.jooq.conf.SettingsTools;
+import org.jooq.impl.DefaultConnectionProvider;
 import org.jooq.impl.DSL;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -156,30 +157,56 @@ public final class MessageQueueRepository {
 
   private List<Long> publishValidated(QueueSpec spec, List<JSONB> validated, PublishOptions options) {
     Duration ttl = requireValid(spec, options);
-    Duration delay = options.delay();
+    // One connection for the whole publish, so it can tell whether the insert committed on its own (autocommit): a
+    // wake-up failing after that must not turn a committed publish into an "outcome unknown" failure.
+    return ctx.connectionResult(connection -> publishOn(
+        ctx.configuration().derive(new DefaultConnectionProvider(connection)).dsl(), connection.getAutoCommit(),
+        spec, validated, options.delay(), ttl));
+  }
+
+  private List<Long> publishOn(
+      DSLContext on, boolean autoCommit, QueueSpec spec, List<JSONB> validated, Duration delay, Duration ttl) {
     if (keepAlive.claimRefresh(spec.name())) {
-      refreshKeepAlive(spec.name());
+      refreshKeepAlive(on, spec.name());
     }
-    List<Long> ids = QueueStatements.insertItems(ctx, spec.name(), validated, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
+    List<Long> ids = QueueStatements.insertItems(on, spec.name(), validated, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
     if (!ids.isEmpty()) {
-      wakeups.published(ctx, spec.name());
+      wakeUp(on, autoCommit, spec.name());
       return sorted(ids);
     }
     if (!spec.autoDeleted()) {
       keepAlive.forget(spec.name());
       throw new QueueNotFoundException(spec.name());
     }
-    ids = QueueStatements.healAndInsertItems(ctx, spec, validated, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
+    ids = QueueStatements.healAndInsertItems(on, spec, validated, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
     keepAlive.refreshed(spec.name());
-    wakeups.published(ctx, spec.name());
     log.info("re-created auto-deleted queue \"{}\" on publish (it had been reaped)", spec.name());
+    wakeUp(on, autoCommit, spec.name());
     return sorted(ids);
   }
 
-  // Before the insert, so that if it fails no message has been committed behind the caller's back (autocommit).
-  private void refreshKeepAlive(String queue) {
+  /**
+   * Sends the (coalesced) wake-up after the insert. In autocommit the messages are already committed, and a wake-up
+   * only shortens latency (subscribers poll), so its failure is logged, not thrown: throwing would report a committed
+   * publish as failed, and a caller retrying it would publish it twice. Inside the caller's transaction the failure
+   * is thrown, since that transaction is lost.
+   */
+  private void wakeUp(DSLContext on, boolean autoCommit, String queue) {
     try {
-      QueueStatements.refreshIfStale(ctx, queue, config.keepAliveInterval());
+      wakeups.published(on, queue);
+    } catch (RuntimeException e) {
+      if (!autoCommit) {
+        throw e;
+      }
+      log.warn("published to \"{}\" (committed), but its wake-up notification failed ({}); subscribers find the"
+          + " messages by polling", queue, e.toString());
+    }
+  }
+
+  // Before the insert, so that if it fails no message has been committed behind the caller's back (autocommit).
+  private void refreshKeepAlive(DSLContext on, String queue) {
+    try {
+      QueueStatements.refreshIfStale(on, queue, config.keepAliveInterval());
     } catch (RuntimeException e) {
       keepAlive.forget(queue);
       throw e;
