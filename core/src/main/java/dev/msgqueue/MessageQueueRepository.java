@@ -2,7 +2,6 @@ package dev.msgqueue;
 
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 
-import java.sql.Connection;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -15,6 +14,7 @@ import org.jooq.DSLContext;
 import org.jooq.JSONB;
 import org.jooq.SQLDialect;
 import org.jooq.exception.DataAccessException;
+import org.jooq.impl.DefaultConnectionProvider;
 import org.jooq.impl.DSL;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -156,23 +156,31 @@ public final class MessageQueueRepository {
 
   private List<Long> publishValidated(QueueSpec spec, List<JSONB> validated, PublishOptions options) {
     Duration ttl = requireValid(spec, options);
-    Duration delay = options.delay();
+    // One connection for the whole publish, so it can tell whether the insert committed on its own (autocommit): a
+    // wake-up failing after that must not turn a committed publish into an "outcome unknown" failure.
+    return ctx.connectionResult(connection -> publishOn(
+        ctx.configuration().derive(new DefaultConnectionProvider(connection)).dsl(), connection.getAutoCommit(),
+        spec, validated, options.delay(), ttl));
+  }
+
+  private List<Long> publishOn(
+      DSLContext on, boolean autoCommit, QueueSpec spec, List<JSONB> validated, Duration delay, Duration ttl) {
     if (keepAlive.claimRefresh(spec.name())) {
-      refreshKeepAlive(spec.name());
+      refreshKeepAlive(on, spec.name());
     }
-    List<Long> ids = insertIfQueueExists(spec.name(), validated, delay, ttl);
+    List<Long> ids = insertIfQueueExists(on, autoCommit, spec.name(), validated, delay, ttl);
     if (!ids.isEmpty()) {
-      wakeups.published(ctx, spec.name());
+      wakeUp(on, autoCommit, spec.name());
       return sorted(ids);
     }
     if (!spec.autoDeleted()) {
       keepAlive.forget(spec.name());
       throw new QueueNotFoundException(spec.name());
     }
-    ids = QueueStatements.healAndInsertItems(ctx, spec, validated, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
+    ids = QueueStatements.healAndInsertItems(on, spec, validated, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
     keepAlive.refreshed(spec.name());
-    wakeups.published(ctx, spec.name());
     log.info("re-created auto-deleted queue \"{}\" on publish (it had been reaped)", spec.name());
+    wakeUp(on, autoCommit, spec.name());
     return sorted(ids);
   }
 
@@ -181,12 +189,13 @@ public final class MessageQueueRepository {
    * the connection: in autocommit the plain insert (whose 23503 aborts nothing else), inside a transaction one that
    * cannot raise 23503 at all.
    */
-  private List<Long> insertIfQueueExists(String queue, List<JSONB> validated, Duration delay, Duration ttl) {
-    if (!ctx.connectionResult(Connection::getAutoCommit)) {
-      return QueueStatements.insertItemsIfQueueExists(ctx, queue, validated, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
+  private static List<Long> insertIfQueueExists(
+      DSLContext on, boolean autoCommit, String queue, List<JSONB> validated, Duration delay, Duration ttl) {
+    if (!autoCommit) {
+      return QueueStatements.insertItemsIfQueueExists(on, queue, validated, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
     }
     try {
-      return QueueStatements.insertItems(ctx, queue, validated, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
+      return QueueStatements.insertItems(on, queue, validated, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
     } catch (DataAccessException e) {
       if (QueueStatements.isMissingQueue(e)) {
         return List.of();
@@ -195,10 +204,28 @@ public final class MessageQueueRepository {
     }
   }
 
-  // Before the insert, so that if it fails no message has been committed behind the caller's back (autocommit).
-  private void refreshKeepAlive(String queue) {
+  /**
+   * Sends the (coalesced) wake-up after the insert. In autocommit the messages are already committed, and a wake-up
+   * only shortens latency (subscribers poll), so its failure is logged, not thrown: throwing would report a committed
+   * publish as failed, and a caller retrying it would publish it twice. Inside the caller's transaction the failure
+   * is thrown, since that transaction is lost.
+   */
+  private void wakeUp(DSLContext on, boolean autoCommit, String queue) {
     try {
-      QueueStatements.refreshIfStale(ctx, queue, config.keepAliveInterval());
+      wakeups.published(on, queue);
+    } catch (RuntimeException e) {
+      if (!autoCommit) {
+        throw e;
+      }
+      log.warn("published to \"{}\" (committed), but its wake-up notification failed ({}); subscribers find the"
+          + " messages by polling", queue, e.toString());
+    }
+  }
+
+  // Before the insert, so that if it fails no message has been committed behind the caller's back (autocommit).
+  private void refreshKeepAlive(DSLContext on, String queue) {
+    try {
+      QueueStatements.refreshIfStale(on, queue, config.keepAliveInterval());
     } catch (RuntimeException e) {
       keepAlive.forget(queue);
       throw e;

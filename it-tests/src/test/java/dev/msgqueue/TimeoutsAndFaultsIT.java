@@ -12,11 +12,15 @@ import static org.jooq.impl.DSL.table;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.Session;
 import dev.msgqueue.it.TestDatabase;
+import java.sql.Connection;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import javax.sql.DataSource;
+import org.jooq.SQLDialect;
+import org.jooq.impl.DSL;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -106,6 +110,41 @@ class TimeoutsAndFaultsIT {
     }
     // The pool drops the dead connection; the next publish works.
     assertThat(rows.item(repository.publish(spec, "{}")).getQueueId()).isEqualTo("killed");
+  }
+
+  /**
+   * A wake-up is only a shortcut, so a connection lost on the NOTIFY after an autocommit insert must not report the
+   * committed publish as failed (a caller retrying it would publish it twice). Inside a transaction it still throws:
+   * the transaction is lost with its messages.
+   */
+  @Test
+  void aPublishWhoseWakeupDiesAfterTheInsertCommittedReturnsItsId() throws Exception {
+    // A pg_notify that kills its own backend, found before pg_catalog's by sessions whose search_path puts pg_catalog
+    // last: the connection dies exactly between the committed insert and the wake-up. DDL of a function: plain SQL.
+    db.dsl().execute("CREATE FUNCTION public.pg_notify(text, text) RETURNS void LANGUAGE plpgsql AS"
+        + " 'BEGIN PERFORM pg_catalog.pg_terminate_backend(pg_catalog.pg_backend_pid()); END'");
+    try {
+      DataSource notifyDies = db.dataSourceWithOptions("-c search_path=public,pg_catalog");
+      MessageQueueRepository repository = MessageQueueRepository.create(notifyDies, MsgQueueConfig.defaults());
+      QueueSpec spec = QueueSpec.autoDeleted("wakeup-dies");
+      repository.bindQueue(spec);
+
+      long id = repository.publish(spec, "{\"n\": 1}");
+
+      assertThat(rows.item(id).getQueueId()).isEqualTo("wakeup-dies");
+
+      QueueSpec inTransaction = QueueSpec.autoDeleted("wakeup-dies-in-transaction");
+      repository.bindQueue(inTransaction);
+      try (Connection connection = notifyDies.getConnection()) {
+        connection.setAutoCommit(false);
+        assertThatThrownBy(() -> repository.withContext(DSL.using(connection, SQLDialect.POSTGRES))
+            .publish(inTransaction, "{}"))
+            .isInstanceOf(MsgQueueConnectionException.class);
+      }
+      assertThat(rows.itemsOf("wakeup-dies-in-transaction")).as("the caller's transaction was lost").isZero();
+    } finally {
+      db.dsl().execute("DROP FUNCTION public.pg_notify(text, text)");
+    }
   }
 
   private int awaitBackendWaitingOnLock(int exceptPid) throws InterruptedException {
