@@ -2,6 +2,7 @@ package dev.msgqueue;
 
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 
+import java.sql.Connection;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -157,7 +158,11 @@ public final class MessageQueueRepository {
   private List<Long> publishValidated(QueueSpec spec, List<JSONB> validated, PublishOptions options) {
     Duration ttl = requireValid(spec, options);
     // One connection for the whole publish, so it can tell whether the insert committed on its own (autocommit): a
-    // wake-up failing after that must not turn a committed publish into an "outcome unknown" failure.
+    // wake-up failing after that must not turn a committed publish into an "outcome unknown" failure. A context on
+    // one connection already is that (and pinning it again would cost a configuration per publish).
+    if (ctx.configuration().connectionProvider() instanceof DefaultConnectionProvider) {
+      return publishOn(ctx, ctx.connectionResult(Connection::getAutoCommit), spec, validated, options.delay(), ttl);
+    }
     return ctx.connectionResult(connection -> publishOn(
         ctx.configuration().derive(new DefaultConnectionProvider(connection)).dsl(), connection.getAutoCommit(),
         spec, validated, options.delay(), ttl));
