@@ -50,7 +50,7 @@ record BenchOptions(
       "  --warmup SECONDS        unmeasured seconds before each cell or slice (default 0.5; quick 0.15)",
       "  --rounds N              contention cells measured in N slices, strategies rotated (default 3; quick 1)",
       "  --publishers 1,8,32,64  concurrent publishers of the contention scenario",
-      "  --keep-alive SECONDS    msgqueue's keep-alive interval in the contention scenario (default 10; quick 0.25)",
+      "  --keep-alive SECONDS    msgqueue's keep-alive interval in the contention scenario (default 1; quick 0.25)",
       "  --batch-sizes 1,10,100,1000  batch sizes of the batching scenario",
       "  --reaper-race SECONDS   length of each reaper-race run (default 12; quick 1.5)",
       "  --e2e-rate N            messages/s of the end-to-end runs' steady stream (default 200; quick 100)",
@@ -82,11 +82,9 @@ record BenchOptions(
     ReaperRaceSettings reaperRace = quick ? ReaperRaceSettings.QUICK : ReaperRaceSettings.FULL;
     int endToEndRate = quick ? EndToEndSettings.QUICK_RATE : EndToEndSettings.DEFAULT_RATE;
     Duration endToEndPoll = quick ? EndToEndSettings.QUICK_POLL_INTERVAL : EndToEndSettings.LIBRARY_POLL_INTERVAL;
-    // 10 s, not the library's 5 min, so that a run spans several intervals and "at most one queue-row write per
-    // interval" is checked; not 1 s either, because each write of the hot queue row costs the 32 concurrent
-    // publishers throughput (measured: about 0.87x optimistic-heal at 1 s, 0.98x at 60 s), far more often than any
-    // service would write it.
-    Duration contentionKeepAlive = quick ? Duration.ofMillis(250) : Duration.ofSeconds(10);
+    // 1 s, far shorter than any service would use (the library's default is 5 min), so that every cell spans several
+    // intervals and "at most one queue-row write per interval" is checked under load.
+    Duration contentionKeepAlive = quick ? Duration.ofMillis(250) : Duration.ofSeconds(1);
     boolean keepDatabase = false;
     List<String> scenarioIds = List.of();
     for (int i = 0; i < args.length; i++) {
