@@ -91,11 +91,8 @@ final class Payloads {
   }
 
   private static void checkText(String text, String where) {
-    for (int i = 0; i < text.length(); i++) {
-      char c = text.charAt(i);
-      if (c == '\u0000') {
-        throw new IllegalArgumentException("payload has \\u0000 in " + where + "; PostgreSQL's jsonb cannot store it");
-      }
+    if (text.indexOf('\u0000') >= 0) {
+      throw new IllegalArgumentException("payload has \\u0000 in " + where + "; PostgreSQL's jsonb cannot store it");
     }
     if (QueueSpec.unpairedSurrogateIndex(text) >= 0) {
       throw new IllegalArgumentException("payload has an unpaired surrogate in " + where);
