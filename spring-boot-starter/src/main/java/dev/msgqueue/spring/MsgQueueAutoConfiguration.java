@@ -4,8 +4,10 @@ import dev.msgqueue.MessageQueueRepository;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.WakeupListener;
 import java.sql.DriverManager;
+import java.util.Arrays;
 import java.util.Properties;
 import org.jooq.DSLContext;
+import org.jooq.ExecuteListenerProvider;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.actuate.autoconfigure.health.ConditionalOnEnabledHealthIndicator;
 import org.springframework.boot.actuate.health.HealthIndicator;
@@ -15,6 +17,7 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
 import org.springframework.boot.autoconfigure.jdbc.DataSourceProperties;
+import org.springframework.boot.autoconfigure.jooq.ExceptionTranslatorExecuteListener;
 import org.springframework.boot.autoconfigure.jooq.JooqAutoConfiguration;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.context.annotation.Bean;
@@ -48,7 +51,19 @@ public class MsgQueueAutoConfiguration {
   @Bean
   @ConditionalOnMissingBean
   public MessageQueueRepository messageQueueRepository(DSLContext dsl, MsgQueueConfig config) {
-    return MessageQueueRepository.create(dsl, config);
+    return MessageQueueRepository.create(withoutSpringExceptionTranslation(dsl), config);
+  }
+
+  /**
+   * The application's context (same connection provider, so the same transactions) without Boot's exception
+   * translator: msgqueue reads PostgreSQL's SQLSTATEs itself (a 23503 is how a publish finds a reaped queue to heal)
+   * and throws its own typed exceptions, which the translator would turn into Spring's before msgqueue sees them.
+   */
+  static DSLContext withoutSpringExceptionTranslation(DSLContext dsl) {
+    ExecuteListenerProvider[] kept = Arrays.stream(dsl.configuration().executeListenerProviders())
+        .filter(provider -> !(provider.provide() instanceof ExceptionTranslatorExecuteListener))
+        .toArray(ExecuteListenerProvider[]::new);
+    return dsl.configuration().derive(kept).dsl();
   }
 
   @Bean(destroyMethod = "close")
