@@ -84,6 +84,62 @@ class InputValidationTest {
         .hasMessageContaining("nesting");
   }
 
+  private final MessageQueueRepository roomy = MessageQueueRepository.create(DSL.using(SQLDialect.POSTGRES),
+      MsgQueueConfig.builder().maxPayloadBytes(4 << 20).build());
+
+  @Test
+  void rejectsIntegersBeyondNumericsRangeOnEveryPublishPath() {
+    String tooLong = "1" + "0".repeat(Payloads.MAX_NUMERIC_INTEGER_DIGITS);
+    List<Runnable> attempts = List.of(
+        () -> roomy.publish(queue, tooLong),
+        () -> roomy.publish(queue, "-" + tooLong),
+        () -> roomy.publish(queue, "[1, " + tooLong + "]"),
+        () -> roomy.publish(queue, "{\"n\": {\"m\": -" + tooLong + "}}"),
+        () -> roomy.publish(queue, JSONB.valueOf(tooLong)),
+        () -> roomy.publish(queue, JSONB.valueOf("[" + tooLong + "]"), PublishOptions.defaults()),
+        () -> roomy.publishBatch(queue, List.of("{}", tooLong)),
+        // A megabyte of digits: rejected from its length, never converted.
+        () -> roomy.publish(queue, "9".repeat(1 << 20)),
+        () -> roomy.publish(queue, "0." + "1".repeat(1 << 20)));
+    for (Runnable attempt : attempts) {
+      assertThatThrownBy(attempt::run).isInstanceOf(IllegalArgumentException.class)
+          .hasMessageContaining("numeric range");
+    }
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"1e131072", "-1e131072", "0.1e131073", "1e-16384", "1.5e-16383", "0e-16384",
+      "0.0e-16383", "0e1073741823", "0e-1073741823", "1e99999999999999999999999", "0e-99999999999999999999"})
+  void rejectsNumbersPostgresCannotStore(String number) {
+    assertThatThrownBy(() -> roomy.publish(queue, number)).isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("numeric range");
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"0e999999", "-0e999999", "0e1073741822", "0.000e-16380", "1e131071", "0.1e131072",
+      "1e-16383", "0e-16383", "-0", "1E+2", "0.0"})
+  void acceptsNumbersPostgresStores(String number) {
+    assertThatThrownBy(() -> roomy.publish(queue, number)).isInstanceOf(org.jooq.exception.DataAccessException.class);
+    assertThatThrownBy(() -> roomy.publish(queue, "9".repeat(Payloads.MAX_NUMERIC_INTEGER_DIGITS)))
+        .isInstanceOf(org.jooq.exception.DataAccessException.class);
+    assertThatThrownBy(() -> roomy.publish(queue, "0." + "7".repeat(Payloads.MAX_NUMERIC_SCALE)))
+        .isInstanceOf(org.jooq.exception.DataAccessException.class);
+  }
+
+  @Test
+  void acceptsObjectKeysAsLongAsThePayloadAllows() {
+    String key = "k".repeat(60_000);
+    assertThatThrownBy(() -> roomy.publish(queue, "{\"" + key + "\": 1}"))
+        .isInstanceOf(org.jooq.exception.DataAccessException.class);
+  }
+
+  @Test
+  void rejectsRawUnpairedSurrogatesOutsideStringValuesToo() {
+    // An escaped high surrogate completed by a raw low one decodes to a valid pair, but the text itself has no UTF-8.
+    assertThatThrownBy(() -> repository.publish(queue, "\"\\ud83d\ude80\""))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("surrogate");
+  }
+
   @Test
   void rejectsNullSpecOptionsAndBadBatches() {
     assertThatThrownBy(() -> repository.publish(null, "{}")).isInstanceOf(IllegalArgumentException.class);
