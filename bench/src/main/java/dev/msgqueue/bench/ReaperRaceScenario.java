@@ -111,7 +111,7 @@ final class ReaperRaceScenario implements Scenario {
           .where(MESSAGE_QUEUE.AUTO_DELETED.isTrue())
           .and(MESSAGE_QUEUE.LAST_ACTIVE.lt(BenchSql.utcNowMinus(config.reapIdleThreshold())))
           .execute();
-      case MSGQUEUE_REAPER -> ctx -> repository.withContext(ctx).reapIdleQueues().size();
+      case MSGQUEUE_REAPER -> ctx -> MessageQueueRepository.create(ctx, config).reapIdleQueues().size();
       default -> throw new IllegalStateException(reaperKind);
     };
 

@@ -9,6 +9,7 @@ import static org.jooq.impl.DSL.val;
 import dev.msgqueue.MessageQueueRepository;
 import dev.msgqueue.PublishOptions;
 import dev.msgqueue.QueueSpec;
+import dev.msgqueue.TransactionalQueue;
 import dev.msgqueue.jooq.tables.MessageQueue;
 import dev.msgqueue.jooq.tables.MessageQueueItem;
 import java.time.Duration;
@@ -87,7 +88,7 @@ final class Strategies {
   static PublishStrategy msgqueue(Message message, MessageQueueRepository repository) {
     PublishOptions options = PublishOptions.defaults().withTtl(message.ttl());
     return strategy(MSGQUEUE, ctx -> {
-      MessageQueueRepository onThisConnection = repository.withContext(ctx);
+      TransactionalQueue onThisConnection = repository.inTransaction(ctx);
       return () -> {
         onThisConnection.publish(message.queue(), message.payload(), options);
         return 1;
@@ -111,7 +112,7 @@ final class Strategies {
     PublishOptions options = PublishOptions.defaults().withTtl(message.ttl());
     List<String> batch = Collections.nCopies(batchSize, message.payload().data());
     return strategy("msgqueue-batch-" + batchSize, ctx -> {
-      MessageQueueRepository onThisConnection = repository.withContext(ctx);
+      TransactionalQueue onThisConnection = repository.inTransaction(ctx);
       return () -> onThisConnection.publishBatch(message.queue(), batch, options).size();
     });
   }

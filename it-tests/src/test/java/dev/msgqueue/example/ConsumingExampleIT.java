@@ -50,7 +50,7 @@ class ConsumingExampleIT {
       DSLContext dsl = DSL.using(pool, SQLDialect.POSTGRES);
       dsl.transaction(tx -> {
         // ... your own writes on tx.dsl() ...
-        queues.withContext(tx.dsl()).publish(orders, "{\"orderId\": 42}");
+        queues.inTransaction(tx.dsl()).publish(orders, "{\"orderId\": 42}");
       });
 
       // On shutdown: stop claiming, finish and ack the in-flight handlers (bounded), then stop listening.
