@@ -39,16 +39,11 @@ final class Payloads {
   }
 
   JSONB validate(JSONB payload) {
-    if (payload == null) {
-      throw new IllegalArgumentException("payload is null");
-    }
-    return validate(payload.data());
+    return validate(Arguments.requireNonNull(payload, "payload").data());
   }
 
   JSONB validate(String json) {
-    if (json == null) {
-      throw new IllegalArgumentException("payload is null");
-    }
+    Arguments.requireNonNull(json, "payload");
     if (json.isBlank()) {
       throw new IllegalArgumentException("payload is empty; it must be a JSON value");
     }

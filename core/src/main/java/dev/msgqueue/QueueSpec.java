@@ -1,7 +1,6 @@
 package dev.msgqueue;
 
 import java.nio.charset.StandardCharsets;
-import java.util.Objects;
 import java.util.UUID;
 
 /**
@@ -60,7 +59,7 @@ public record QueueSpec(String name, boolean durable, boolean autoDeleted, boole
 
   /** An auto-deleted queue owned by one consumer. */
   public static QueueSpec exclusive(String name, UUID consumerId) {
-    return new QueueSpec(name, false, true, true, Objects.requireNonNull(consumerId, "consumerId"));
+    return new QueueSpec(name, false, true, true, Arguments.requireNonNull(consumerId, "consumerId"));
   }
 
   /**
@@ -69,9 +68,7 @@ public record QueueSpec(String name, boolean durable, boolean autoDeleted, boole
    * @throws IllegalArgumentException naming the rule the name breaks
    */
   public static String requireValidName(String name) {
-    if (name == null) {
-      throw new IllegalArgumentException("queue name is null");
-    }
+    Arguments.requireNonNull(name, "queue name");
     if (name.isBlank()) {
       throw new IllegalArgumentException("queue name is blank");
     }

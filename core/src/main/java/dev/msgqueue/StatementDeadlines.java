@@ -64,16 +64,27 @@ final class StatementDeadlines implements ExecuteListener {
       } catch (InterruptedException e) {
         return;
       }
-      long now = System.nanoTime();
-      RUNNING.forEach((statement, deadline) -> {
-        if (now - deadline > 0 && RUNNING.remove(statement, deadline)) {
-          try {
-            statement.cancel();
-          } catch (SQLException | RuntimeException e) {
-            log.debug("could not cancel an overdue statement", e);
-          }
-        }
-      });
+      try {
+        cancelOverdue(System.nanoTime());
+      } catch (VirtualMachineError fatal) {
+        log.error("msgqueue's statement deadline thread stopped: statementTimeout is no longer enforced", fatal);
+        throw fatal;
+      } catch (RuntimeException | Error e) {
+        // The watchdog must outlive any one statement's failure, or no statement would be bounded any more.
+        log.error("msgqueue's statement deadline check failed; checking again in {} ms", CHECK_MILLIS, e);
+      }
     }
+  }
+
+  private static void cancelOverdue(long now) {
+    RUNNING.forEach((statement, deadline) -> {
+      if (now - deadline > 0 && RUNNING.remove(statement, deadline)) {
+        try {
+          statement.cancel();
+        } catch (SQLException | RuntimeException | LinkageError e) {
+          log.debug("could not cancel an overdue statement", e);
+        }
+      }
+    });
   }
 }

@@ -167,7 +167,7 @@ class InputValidationTest {
         .isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> PublishOptions.defaults().withDelay(Duration.ofMillis(-1)))
         .isInstanceOf(IllegalArgumentException.class);
-    assertThatThrownBy(() -> PublishOptions.defaults().withDelay(null)).isInstanceOf(NullPointerException.class);
+    assertThatThrownBy(() -> PublishOptions.defaults().withDelay(null)).isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> PublishOptions.defaults().withTtl(Duration.ofSeconds(5)).withDelay(Duration.ofSeconds(5)))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("shorter than ttl");
     // The default TTL is 5 minutes: a 10 minute delay could never be delivered.
@@ -184,7 +184,7 @@ class InputValidationTest {
     assertThatThrownBy(() -> MsgQueueConfig.builder().reapBatchSize(0).build())
         .isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> MsgQueueConfig.builder().defaultMessageTtl(null).build())
-        .isInstanceOf(NullPointerException.class);
+        .isInstanceOf(IllegalArgumentException.class);
     assertThatCode(() -> MsgQueueConfig.builder().keepAliveInterval(Duration.ofMinutes(15)).build())
         .doesNotThrowAnyException();
     assertThatThrownBy(() -> MessageQueueRepository.create(DSL.using(SQLDialect.MYSQL), MsgQueueConfig.defaults()))
