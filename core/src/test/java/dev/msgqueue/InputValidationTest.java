@@ -27,7 +27,9 @@ class InputValidationTest {
 
   @ParameterizedTest
   @ValueSource(strings = {"", " ", "\t", " leading", "trailing ", "nul\u0000byte", "line\nbreak", "bell\u0007",
-      "del\u007f", "c1\u0085"})
+      "del\u007f", "c1\u0085", "\u00a0", "\u200b", "\u00a0\u200b\u2060", "name\u00a0", "\u00a0name", "\u200bname",
+      "name\u200b", "\ufeffname", "name\u2060", "\u00adname", "name\u200d", "\u2003", "\u3000", "name\u202f",
+      "line\u2028sep", "para\u2029sep", "\u180e", "\ud834\udd73name"})
   void rejectsBadQueueNames(String name) {
     assertThatThrownBy(() -> QueueSpec.autoDeleted(name)).isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("queue name");
@@ -42,6 +44,13 @@ class InputValidationTest {
     assertThatThrownBy(() -> QueueSpec.durable("é".repeat(128))).isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> QueueSpec.durable("lone\ud800surrogate")).isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> repository.touch("bad\u0000")).isInstanceOf(IllegalArgumentException.class);
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"no\u00a0break", "zero\u200bwidth", "inner white space", "\ud83d\udc68\u200d\ud83d\udc69\u200d\ud83d\udc67",
+      "soft\u00adhyphen", "x"})
+  void keepsWhiteSpaceAndFormatCharactersInsideAName(String name) {
+    assertThat(QueueSpec.durable(name).name()).isEqualTo(name);
   }
 
   @Test
