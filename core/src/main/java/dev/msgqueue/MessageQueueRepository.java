@@ -245,7 +245,7 @@ public final class MessageQueueRepository {
   /**
    * Claims up to {@code max} of the queue's messages that are readable now ({@code "readAfter"} reached) and not
    * expired, lowest id first, marking them ASSIGNED, in one statement. Competing consumers never get the same message
-   * and never wait for each other (rows another claim holds are skipped). The compatible mode: a claimed message is
+   * and never wait for each other (rows another claim holds are skipped). Without a lease, a claimed message is
    * never claimable again, so if the consumer dies before {@link #ack} it stays ASSIGNED until it expires and
    * {@link #deleteExpiredItems()} removes it.
    *

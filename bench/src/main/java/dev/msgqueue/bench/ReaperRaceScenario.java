@@ -29,7 +29,7 @@ import org.jooq.impl.DSL;
  * orphaned ({@code "queueId"} set NULL by the foreign key's ON DELETE SET NULL, so no consumer can read them) and
  * the publishes that failed.
  *
- * <p>Each run pairs a publish strategy with a reaper: {@code idle-only}, the reaper the seed was written against
+ * <p>Each run pairs a publish strategy with a reaper: {@code idle-only}, the one-statement reaper fleets commonly run
  * (deletes every auto-deleted queue idle longer than the threshold), or {@code msgqueue}'s
  * {@link MessageQueueRepository#reapIdleQueues} (also skips queues that hold unexpired items). Pairing each publish
  * path with each reaper shows which mechanism prevents what.
