@@ -9,7 +9,6 @@ import java.util.Collection;
 import java.util.Collections;
 import java.util.Comparator;
 import java.util.List;
-import java.util.Objects;
 import javax.sql.DataSource;
 import org.jooq.DSLContext;
 import org.jooq.JSONB;
@@ -70,8 +69,8 @@ public final class MessageQueueRepository {
    * @throws IllegalArgumentException if the dialect is not PostgreSQL
    */
   public static MessageQueueRepository create(DSLContext ctx, MsgQueueConfig config) {
-    Objects.requireNonNull(ctx, "ctx");
-    Objects.requireNonNull(config, "config");
+    Arguments.requireNonNull(ctx, "ctx");
+    Arguments.requireNonNull(config, "config");
     requirePostgres(ctx);
     return new MessageQueueRepository(bounded(ctx, config), config, new Payloads(config.maxPayloadBytes()),
         new KeepAliveTracker(config.keepAliveInterval(), config.maxTrackedQueues()), Wakeups.from(config));
@@ -79,7 +78,7 @@ public final class MessageQueueRepository {
 
   /** A repository taking a connection from {@code dataSource} per statement (or per batch transaction). */
   public static MessageQueueRepository create(DataSource dataSource, MsgQueueConfig config) {
-    return create(DSL.using(Objects.requireNonNull(dataSource, "dataSource"), SQLDialect.POSTGRES), config);
+    return create(DSL.using(Arguments.requireNonNull(dataSource, "dataSource"), SQLDialect.POSTGRES), config);
   }
 
   /**
@@ -96,7 +95,7 @@ public final class MessageQueueRepository {
 
   /** This repository's state and configuration, running its statements on {@code context}. */
   MessageQueueRepository boundTo(DSLContext context) {
-    Objects.requireNonNull(context, "transactionContext");
+    Arguments.requireNonNull(context, "transactionContext");
     requirePostgres(context);
     return new MessageQueueRepository(bounded(context, config), config, payloads, keepAlive, wakeups);
   }
@@ -141,9 +140,7 @@ public final class MessageQueueRepository {
    *     payload (naming its index), before any SQL
    */
   public List<Long> publishBatch(QueueSpec spec, List<String> jsonPayloads, PublishOptions options) {
-    if (jsonPayloads == null) {
-      throw new IllegalArgumentException("payloads is null");
-    }
+    Arguments.requireNonNull(jsonPayloads, "payloads");
     if (jsonPayloads.size() > MAX_BATCH_SIZE) {
       throw new IllegalArgumentException(
           "a batch holds at most " + MAX_BATCH_SIZE + " payloads, was " + jsonPayloads.size());
@@ -273,12 +270,7 @@ public final class MessageQueueRepository {
 
   /** @throws IllegalArgumentException unless {@code lease} is in [{@link #MIN_LEASE}, a year] */
   static Duration requireValidLease(Duration lease) {
-    Objects.requireNonNull(lease, "lease");
-    if (lease.compareTo(MIN_LEASE) < 0 || lease.compareTo(MsgQueueConfig.MAX_MESSAGE_LIFETIME) > 0) {
-      throw new IllegalArgumentException(
-          "lease must be in [" + MIN_LEASE + ", " + MsgQueueConfig.MAX_MESSAGE_LIFETIME + "], was " + lease);
-    }
-    return lease;
+    return Arguments.requireWithin(lease, "lease", MIN_LEASE, MsgQueueConfig.MAX_MESSAGE_LIFETIME);
   }
 
   private List<ClaimedMessage> claimValidated(String queueName, int max, Duration lease) {
@@ -302,7 +294,7 @@ public final class MessageQueueRepository {
    * @return the ids deleted; fewer than given means some claims were no longer held
    */
   public List<Long> ack(Collection<ClaimedMessage> messages) {
-    Objects.requireNonNull(messages, "messages");
+    Arguments.requireNoNulls(messages, "messages");
     if (messages.isEmpty()) {
       return List.of();
     }
@@ -311,7 +303,7 @@ public final class MessageQueueRepository {
 
   /** Acks one claimed message. @return whether it was deleted (see {@link #ack(Collection)}) */
   public boolean ack(ClaimedMessage message) {
-    return !ack(List.of(Objects.requireNonNull(message, "message"))).isEmpty();
+    return !ack(List.of(Arguments.requireNonNull(message, "message"))).isEmpty();
   }
 
   /**
@@ -321,12 +313,8 @@ public final class MessageQueueRepository {
    * @return whether it was released
    */
   public boolean nack(ClaimedMessage message, Duration delay) {
-    Objects.requireNonNull(message, "message");
-    Objects.requireNonNull(delay, "delay");
-    if (delay.isNegative() || delay.compareTo(MsgQueueConfig.MAX_MESSAGE_LIFETIME) > 0) {
-      throw new IllegalArgumentException(
-          "delay must be zero or positive and at most " + MsgQueueConfig.MAX_MESSAGE_LIFETIME + ", was " + delay);
-    }
+    Arguments.requireNonNull(message, "message");
+    Arguments.requireWithin(delay, "delay", Duration.ZERO, MsgQueueConfig.MAX_MESSAGE_LIFETIME);
     return QueueStatements.nack(ctx, message, delay) > 0;
   }
 
@@ -335,7 +323,7 @@ public final class MessageQueueRepository {
    * the queue row until the surrounding transaction ends; publishers are not blocked by it.
    */
   public void bindQueue(QueueSpec spec) {
-    Objects.requireNonNull(spec, "spec");
+    Arguments.requireNonNull(spec, "spec");
     QueueStatements.bind(ctx, spec);
     keepAlive.refreshed(spec.name());
   }
@@ -416,12 +404,8 @@ public final class MessageQueueRepository {
   }
 
   private Duration requireValid(QueueSpec spec, PublishOptions options) {
-    if (spec == null) {
-      throw new IllegalArgumentException("queue spec is null");
-    }
-    if (options == null) {
-      throw new IllegalArgumentException("publish options are null");
-    }
+    Arguments.requireNonNull(spec, "queue spec");
+    Arguments.requireNonNull(options, "publish options");
     return options.effectiveTtl(config);
   }
 

@@ -93,7 +93,18 @@ final class StatementDeadlines implements ExecuteListener {
       long now = System.nanoTime();
       if (!RUNNING.isEmpty()) {
         idleSince = now;
-        cancelOverdue(now);
+        try {
+          cancelOverdue(now);
+        } catch (VirtualMachineError fatal) {
+          synchronized (WATCHDOG_LOCK) {
+            watching = false; // the next statement starts a new watchdog
+          }
+          log.error("msgqueue's statement deadline thread stopped; the next statement starts a new one", fatal);
+          throw fatal;
+        } catch (RuntimeException | Error e) {
+          // The watchdog must outlive any one statement's failure, or no statement would be bounded any more.
+          log.error("msgqueue's statement deadline check failed; checking again in {} ms", CHECK_MILLIS, e);
+        }
       } else if (now - idleSince >= IDLE_EXIT_MILLIS * 1_000_000L && endIfStillIdle()) {
         return;
       }
@@ -117,7 +128,7 @@ final class StatementDeadlines implements ExecuteListener {
       if (now - deadline > 0 && RUNNING.remove(statement, deadline)) {
         try {
           statement.cancel();
-        } catch (SQLException | RuntimeException e) {
+        } catch (SQLException | RuntimeException | LinkageError e) {
           log.debug("could not cancel an overdue statement", e);
         }
       }
