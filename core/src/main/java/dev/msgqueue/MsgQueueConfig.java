@@ -13,7 +13,7 @@ import java.util.Objects;
  * @param reapIdleThreshold how long an auto-deleted queue must be idle ({@code "lastActive"} older than this) before
  *     the reaper may delete it (and then only if it holds no unexpired message)
  * @param reapBatchSize how many queues the reaper deletes per transaction
- * @param cleanupBatchSize how many expired items {@link MessageQueueRepository#deleteExpiredItems()} deletes per
+ * @param cleanupBatchSize how many expired messages {@link MessageQueueRepository#deleteExpiredMessages()} deletes per
  *     transaction
  * @param defaultMessageTtl a message's time to live when {@link PublishOptions} name none
  * @param maxPayloadBytes the largest payload accepted, in UTF-8 bytes of its JSON text

@@ -39,7 +39,7 @@ class ReaperAndCleanupIT {
     rows.makeIdle("batch-holding", Duration.ofHours(2));
 
     try (Session tx = Session.open(db)) {
-      assertThat(QueueStatements.lockIdleQueues(tx.dsl(), Duration.ofHours(1), 10))
+      assertThat(IdleQueueReaper.lockIdleQueues(tx.dsl(), Duration.ofHours(1), 10))
           .as("one batch locks at most reapBatchSize queues").hasSize(10);
     }
     assertThat(repository.reapIdleQueues()).containsExactlyInAnyOrderElementsOf(idle);
@@ -58,7 +58,7 @@ class ReaperAndCleanupIT {
     assertThat(repository.reapIdleQueues()).contains("only-expired");
     assertThat(db.dsl().fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.isNull())).isGreaterThanOrEqualTo(3);
     assertThat(rows.unexpiredOrphans()).isZero();
-    assertThat(repository.deleteExpiredItems()).isGreaterThanOrEqualTo(3);
+    assertThat(repository.deleteExpiredMessages()).isGreaterThanOrEqualTo(3);
     assertThat(db.dsl().fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.isNull())).isZero();
   }
 
@@ -66,7 +66,7 @@ class ReaperAndCleanupIT {
   void deletesExpiredItemsInBatchesIncludingOrphansAndKeepsUnexpiredOnes() {
     QueueSpec spec = QueueSpec.durable("cleanup");
     repository.bindQueue(spec);
-    repository.deleteExpiredItems();
+    repository.deleteExpiredMessages();
     List<String> payloads = new ArrayList<>();
     IntStream.range(0, 35).forEach(i -> payloads.add("{\"i\": " + i + "}"));
     repository.publishBatch(spec, payloads);
@@ -80,7 +80,7 @@ class ReaperAndCleanupIT {
     db.dsl().deleteFrom(dev.msgqueue.jooq.Tables.MESSAGE_QUEUE)
         .where(dev.msgqueue.jooq.Tables.MESSAGE_QUEUE.NAME.eq("cleanup-gone")).execute();
 
-    assertThat(repository.deleteExpiredItems()).isEqualTo(40);
+    assertThat(repository.deleteExpiredMessages()).isEqualTo(40);
 
     assertThat(rows.itemsOf("cleanup")).isEqualTo(2);
     assertThat(db.dsl().fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.isNull())).isZero();
