@@ -101,6 +101,11 @@ public final class MessageQueueRepository {
     return config;
   }
 
+  /** The context every statement of this repository runs on (bounded and failure-translating). */
+  DSLContext context() {
+    return ctx;
+  }
+
   /** Publishes a JSON text payload with default options. @return the message id */
   public long publish(QueueSpec spec, String json) {
     return publish(spec, json, PublishOptions.defaults());
