@@ -97,7 +97,7 @@ class ReaperInterleavingsIT {
     CompletableFuture<Long> publish = CompletableFuture.supplyAsync(
         () -> repository.withContext(publisher.dsl()).publish(spec, "{}"));
     publisher.awaitWaitingOnLock(db.dsl());
-    assertThat(IdleQueueReaper.deleteQueuesWithoutLiveItems(reaperSession.dsl(), locked)).containsExactly("case-c");
+    assertThat(IdleQueueReaper.deleteEmptyQueues(reaperSession.dsl(), locked)).containsExactly("case-c");
     reaperSession.commit();
     long id = publish.get(20, TimeUnit.SECONDS);
     publisher.commit();
@@ -115,7 +115,7 @@ class ReaperInterleavingsIT {
     // Outside a transaction the fast path is the plain insert: its foreign-key check waits, then fails with 23503.
     CompletableFuture<Long> publish = CompletableFuture.supplyAsync(() -> repository.publish(spec, "{}"));
     awaitSomeBackendWaitingOnLock();
-    assertThat(IdleQueueReaper.deleteQueuesWithoutLiveItems(reaperSession.dsl(), locked))
+    assertThat(IdleQueueReaper.deleteEmptyQueues(reaperSession.dsl(), locked))
         .containsExactly("case-c-autocommit");
     reaperSession.commit();
     long id = publish.get(20, TimeUnit.SECONDS);
@@ -148,7 +148,7 @@ class ReaperInterleavingsIT {
     assertThat(candidates.get(20, TimeUnit.SECONDS)).as("stale: chosen before the item committed")
         .containsExactly("case-d");
 
-    List<String> deleted = IdleQueueReaper.deleteQueuesWithoutLiveItems(reaperSession.dsl(), List.of("case-d"));
+    List<String> deleted = IdleQueueReaper.deleteEmptyQueues(reaperSession.dsl(), List.of("case-d"));
     reaperSession.commit();
 
     assertThat(deleted).isEmpty();
@@ -200,7 +200,7 @@ class ReaperInterleavingsIT {
       assertThat(repository.withContext(keepAlive.dsl()).touch("case-e2")).isFalse();
       keepAlive.commit();
     }
-    assertThat(IdleQueueReaper.deleteQueuesWithoutLiveItems(reaperSession.dsl(), locked)).containsExactly("case-e2");
+    assertThat(IdleQueueReaper.deleteEmptyQueues(reaperSession.dsl(), locked)).containsExactly("case-e2");
     reaperSession.commit();
 
     long id = repository.publish(spec, "{}");
