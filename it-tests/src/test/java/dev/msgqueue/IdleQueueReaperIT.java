@@ -49,7 +49,7 @@ class IdleQueueReaperIT {
 
     try (Session consumer = Session.open(db)) {
       // A consumer in the middle of handling A's message, its claim not yet committed.
-      List<ClaimedMessage> claimed = repository.withContext(consumer.dsl()).claim("held-a", 10, Duration.ofSeconds(30));
+      List<ClaimedMessage> claimed = repository.inTransaction(consumer.dsl()).claim("held-a", 10, Duration.ofSeconds(30));
       assertThat(claimed).extracting(ClaimedMessage::id).containsExactly(id);
       awaitExpired(id);
 
@@ -60,10 +60,10 @@ class IdleQueueReaperIT {
 
       // Nothing of A is held by the reaper afterwards: a publish to A goes through at once.
       try (Session publisher = Session.open(db).lockTimeout(Duration.ofMillis(500))) {
-        assertThat(repository.withContext(publisher.dsl()).publish(a, "{}")).isPositive();
+        assertThat(repository.inTransaction(publisher.dsl()).publish(a, "{}")).isPositive();
         publisher.rollback();
       }
-      assertThat(repository.withContext(consumer.dsl()).ack(claimed.get(0))).isTrue();
+      assertThat(repository.inTransaction(consumer.dsl()).ack(claimed.get(0))).isTrue();
       consumer.commit();
     }
 
@@ -113,7 +113,7 @@ class IdleQueueReaperIT {
     rows.makeIdle("held-first", Duration.ofHours(3));
 
     try (Session consumer = Session.open(db)) {
-      repository.withContext(consumer.dsl()).claim("held-first", 1, Duration.ofSeconds(30));
+      repository.inTransaction(consumer.dsl()).claim("held-first", 1, Duration.ofSeconds(30));
       awaitExpired(id);
       assertThat(reaper().reap()).containsAll(idle).doesNotContain("held-first");
     }
