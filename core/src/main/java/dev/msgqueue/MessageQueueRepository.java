@@ -10,6 +10,7 @@ import java.util.Collections;
 import java.util.Comparator;
 import java.util.List;
 import java.util.Objects;
+import java.util.Optional;
 import javax.sql.DataSource;
 import org.jooq.DSLContext;
 import org.jooq.JSONB;
@@ -387,6 +388,28 @@ public final class MessageQueueRepository {
    */
   public int deleteExpiredMessages() {
     return cleanup.deleteExpired();
+  }
+
+  /**
+   * How many messages {@code queueName} holds, by state (ready, delayed, in flight, expired), and how long its oldest
+   * ready message has waited, from one statement that reads only this queue's messages (an index range) and takes no
+   * lock.
+   *
+   * @return the statistics, or empty if the queue does not exist
+   * @throws IllegalArgumentException for an invalid queue name, before any SQL
+   */
+  public Optional<QueueStatistics> queueStatistics(String queueName) {
+    QueueSpec.requireValidName(queueName);
+    return QueueStatisticsQuery.of(ctx, queueName).stream().findFirst();
+  }
+
+  /**
+   * {@link #queueStatistics(String)} for every queue, in name order, from one statement that reads the message table
+   * once (not once per queue) and takes no lock. Its cost grows with the number of messages: poll it at the
+   * housekeeping interval, not per request.
+   */
+  public List<QueueStatistics> queueStatistics() {
+    return QueueStatisticsQuery.ofAll(ctx);
   }
 
   /** How many queues' keep-alive deadlines this repository currently remembers (bounded by the config). */
