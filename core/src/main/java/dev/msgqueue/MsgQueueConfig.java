@@ -15,7 +15,7 @@ import java.time.Duration;
  *     the reaper may delete it (and then only if it holds no unexpired message). Positive, at most
  *     {@link #MAX_REAP_IDLE_THRESHOLD}.
  * @param reapBatchSize how many queues the reaper deletes per transaction
- * @param cleanupBatchSize how many expired items {@link MessageQueueRepository#deleteExpiredItems()} deletes per
+ * @param cleanupBatchSize how many expired messages {@link MessageQueueRepository#deleteExpiredMessages()} deletes per
  *     transaction
  * @param defaultMessageTtl a message's time to live when {@link PublishOptions} name none. Positive, at most
  *     {@link #MAX_MESSAGE_LIFETIME}.
