@@ -1,5 +1,6 @@
 package dev.msgqueue.spring;
 
+import dev.msgqueue.Housekeeper;
 import dev.msgqueue.MessageQueueRepository;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.WakeupListener;
@@ -31,6 +32,7 @@ import org.springframework.context.annotation.Configuration;
  *       connection);</li>
  *   <li>a {@link WakeupListener} on a connection of its own (never a pooled one: a LISTEN is held for good), from
  *       {@code msgqueue.listener.*} or else {@code spring.datasource.*};</li>
+ *   <li>a {@link Housekeeper} (the reaper and the expired-message cleanup on an interval, one replica per tick);</li>
  *   <li>a subscriber for every {@link MsgQueueListener} method, stopped before the {@code DataSource} closes;</li>
  *   <li>with Actuator, a {@code msgqueue} health indicator.</li>
  * </ul>
@@ -94,6 +96,23 @@ public class MsgQueueAutoConfiguration {
     return WakeupListener.start(() -> DriverManager.getConnection(url, connectionProperties));
   }
 
+  /**
+   * Reaps idle auto-deleted queues and deletes expired messages every {@code msgqueue.housekeeper.interval}; across
+   * replicas one works per tick and the others skip it without waiting. Closed when the context closes.
+   */
+  @Bean(destroyMethod = "close")
+  @ConditionalOnMissingBean
+  @ConditionalOnProperty(prefix = "msgqueue.housekeeper", name = "enabled", matchIfMissing = true)
+  public Housekeeper msgQueueHousekeeper(MessageQueueRepository repository, MsgQueueProperties properties) {
+    Housekeeper.Builder builder = Housekeeper.builder(repository);
+    try {
+      builder.interval(properties.getHousekeeper().getInterval());
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException("invalid msgqueue.housekeeper.interval: " + e.getMessage(), e);
+    }
+    return builder.build().start();
+  }
+
   @Bean
   public static MsgQueueListenerRegistrar msgQueueListenerRegistrar(ObjectProvider<MessageQueueRepository> repository,
       ObjectProvider<WakeupListener> wakeups, ObjectProvider<MsgQueueProperties> properties) {
@@ -107,8 +126,9 @@ public class MsgQueueAutoConfiguration {
   static class HealthConfiguration {
     @Bean
     @ConditionalOnMissingBean(name = "msgQueueHealthIndicator")
-    MsgQueueHealthIndicator msgQueueHealthIndicator(DSLContext dsl, ObjectProvider<WakeupListener> wakeups) {
-      return new MsgQueueHealthIndicator(dsl, wakeups.getIfAvailable());
+    MsgQueueHealthIndicator msgQueueHealthIndicator(DSLContext dsl, ObjectProvider<WakeupListener> wakeups,
+        ObjectProvider<Housekeeper> housekeeper) {
+      return new MsgQueueHealthIndicator(dsl, wakeups.getIfAvailable(), housekeeper.getIfAvailable());
     }
   }
 }

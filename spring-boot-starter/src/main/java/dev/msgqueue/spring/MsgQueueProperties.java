@@ -33,15 +33,15 @@ public class MsgQueueProperties {
 
   /** The repository configuration these properties describe. */
   public MsgQueueConfig toConfig() {
-    MsgQueueConfig.Builder builder = MsgQueueConfig.builder();
-    apply(keepAliveInterval, builder::keepAliveInterval);
-    apply(reapIdleThreshold, builder::reapIdleThreshold);
-    apply(defaultMessageTtl, builder::defaultMessageTtl);
-    apply(statementTimeout, builder::statementTimeout);
-    apply(lockTimeout, builder::lockTimeout);
-    apply(wakeupNotifications, builder::wakeupNotifications);
-    apply(wakeupWindow, builder::wakeupWindow);
     try {
+      MsgQueueConfig.Builder builder = MsgQueueConfig.builder();
+      apply(keepAliveInterval, builder::keepAliveInterval);
+      apply(reapIdleThreshold, builder::reapIdleThreshold);
+      apply(defaultMessageTtl, builder::defaultMessageTtl);
+      apply(statementTimeout, builder::statementTimeout);
+      apply(lockTimeout, builder::lockTimeout);
+      apply(wakeupNotifications, builder::wakeupNotifications);
+      apply(wakeupWindow, builder::wakeupWindow);
       return builder.build();
     } catch (IllegalArgumentException e) {
       throw new IllegalArgumentException("invalid msgqueue.* configuration: " + e.getMessage(), e);

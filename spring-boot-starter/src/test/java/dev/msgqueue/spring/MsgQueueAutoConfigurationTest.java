@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.msgqueue.ClaimedMessage;
+import dev.msgqueue.Housekeeper;
 import dev.msgqueue.MessageQueueRepository;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.QueueNotFoundException;
@@ -55,6 +56,8 @@ class MsgQueueAutoConfigurationTest {
       assertThat(context).hasSingleBean(MessageQueueRepository.class);
       assertThat(context).hasSingleBean(WakeupListener.class);
       assertThat(context).hasSingleBean(MsgQueueHealthIndicator.class);
+      assertThat(context).hasSingleBean(Housekeeper.class);
+      assertThat(context.getBean(Housekeeper.class).isRunning()).isTrue();
       MessageQueueRepository repository = context.getBean(MessageQueueRepository.class);
       QueueSpec durable = QueueSpec.durable("starter-plain");
       // msgqueue's own typed errors, not the Spring translation of the application's jOOQ configuration.
@@ -69,12 +72,14 @@ class MsgQueueAutoConfigurationTest {
   @Test
   void propertiesBindToTheRepositoryConfiguration() {
     runner.withPropertyValues("msgqueue.keep-alive-interval=2m", "msgqueue.reap-idle-threshold=2h",
-        "msgqueue.wakeup-notifications=false", "msgqueue.listener.enabled=false").run(context -> {
+        "msgqueue.wakeup-notifications=false", "msgqueue.listener.enabled=false",
+        "msgqueue.housekeeper.interval=90s").run(context -> {
           MsgQueueConfig config = context.getBean(MessageQueueRepository.class).config();
           assertThat(config.keepAliveInterval()).isEqualTo(Duration.ofMinutes(2));
           assertThat(config.reapIdleThreshold()).isEqualTo(Duration.ofHours(2));
           assertThat(config.wakeupNotifications()).isFalse();
           assertThat(context).doesNotHaveBean(WakeupListener.class);
+          assertThat(context.getBean(Housekeeper.class).interval()).isEqualTo(Duration.ofSeconds(90));
         });
   }
 
@@ -87,6 +92,26 @@ class MsgQueueAutoConfigurationTest {
           .hasMessageContaining("keepAliveInterval");
       assertThat(context.getStartupFailure()).hasStackTraceContaining("invalid msgqueue.* configuration");
     });
+  }
+
+  @Test
+  void aBadHousekeeperIntervalFailsStartupNamingTheSetting() {
+    runner.withPropertyValues("msgqueue.housekeeper.interval=10ms").run(context -> {
+      assertThat(context).hasFailed();
+      assertThat(context.getStartupFailure()).hasStackTraceContaining("invalid msgqueue.housekeeper.interval");
+    });
+  }
+
+  @Test
+  void theHousekeeperRunsAndItsLastRunIsInTheHealthDetails() throws Exception {
+    runner.withPropertyValues("msgqueue.housekeeper.enabled=true").run(context -> {
+      Housekeeper housekeeper = context.getBean(Housekeeper.class);
+      housekeeper.runOnce();
+      assertThat(context.getBean(MsgQueueHealthIndicator.class).health().getDetails())
+          .hasEntrySatisfying("housekeeperLastRun", run -> assertThat(run.toString()).startsWith("COMPLETED at"));
+    });
+    runner.withPropertyValues("msgqueue.housekeeper.enabled=false")
+        .run(context -> assertThat(context).doesNotHaveBean(Housekeeper.class));
   }
 
   @Test
