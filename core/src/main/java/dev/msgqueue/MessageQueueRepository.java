@@ -9,12 +9,11 @@ import java.util.Collection;
 import java.util.Collections;
 import java.util.Comparator;
 import java.util.List;
-import java.util.Objects;
-import java.util.concurrent.atomic.AtomicReference;
-import java.util.Set;
-import java.util.Map;
-import java.util.HashSet;
 import java.util.HashMap;
+import java.util.HashSet;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.Optional;
 import javax.sql.DataSource;
 import org.jooq.DSLContext;
@@ -82,8 +81,8 @@ public final class MessageQueueRepository {
    * @throws IllegalArgumentException if the dialect is not PostgreSQL
    */
   public static MessageQueueRepository create(DSLContext ctx, MsgQueueConfig config) {
-    Objects.requireNonNull(ctx, "ctx");
-    Objects.requireNonNull(config, "config");
+    Arguments.requireNonNull(ctx, "ctx");
+    Arguments.requireNonNull(config, "config");
     requirePostgres(ctx);
     return new MessageQueueRepository(bounded(ctx, config), config, new Payloads(config.maxPayloadBytes()),
         new KeepAliveTracker(config.keepAliveInterval(), config.maxTrackedQueues()), Wakeups.from(config));
@@ -91,7 +90,7 @@ public final class MessageQueueRepository {
 
   /** A repository taking a connection from {@code dataSource} per statement (or per batch transaction). */
   public static MessageQueueRepository create(DataSource dataSource, MsgQueueConfig config) {
-    return create(DSL.using(Objects.requireNonNull(dataSource, "dataSource"), SQLDialect.POSTGRES), config);
+    return create(DSL.using(Arguments.requireNonNull(dataSource, "dataSource"), SQLDialect.POSTGRES), config);
   }
 
   /**
@@ -108,7 +107,7 @@ public final class MessageQueueRepository {
 
   /** This repository's state and configuration, running its statements on {@code context}. */
   MessageQueueRepository boundTo(DSLContext context) {
-    Objects.requireNonNull(context, "transactionContext");
+    Arguments.requireNonNull(context, "transactionContext");
     requirePostgres(context);
     MessageQueueRepository bound = new MessageQueueRepository(bounded(context, config), config, payloads, keepAlive,
         wakeups);
@@ -127,7 +126,7 @@ public final class MessageQueueRepository {
 
   /** Sends this repository's events (and its views', subscribers' and housekeepers') to {@code sink}. */
   void reportTo(MessageQueueEvents sink) {
-    events.set(Objects.requireNonNull(sink, "sink"));
+    events.set(Arguments.requireNonNull(sink, "sink"));
   }
 
   /** The context every statement of this repository runs on (bounded and failure-translating). */
@@ -171,9 +170,7 @@ public final class MessageQueueRepository {
    *     payload (naming its index), before any SQL
    */
   public List<Long> publishBatch(QueueSpec spec, List<String> jsonPayloads, PublishOptions options) {
-    if (jsonPayloads == null) {
-      throw new IllegalArgumentException("payloads is null");
-    }
+    Arguments.requireNonNull(jsonPayloads, "payloads");
     if (jsonPayloads.size() > MAX_BATCH_SIZE) {
       throw new IllegalArgumentException(
           "a batch holds at most " + MAX_BATCH_SIZE + " payloads, was " + jsonPayloads.size());
@@ -311,12 +308,7 @@ public final class MessageQueueRepository {
 
   /** @throws IllegalArgumentException unless {@code lease} is in [{@link #MIN_LEASE}, a year] */
   static Duration requireValidLease(Duration lease) {
-    Objects.requireNonNull(lease, "lease");
-    if (lease.compareTo(MIN_LEASE) < 0 || lease.compareTo(MsgQueueConfig.MAX_MESSAGE_LIFETIME) > 0) {
-      throw new IllegalArgumentException(
-          "lease must be in [" + MIN_LEASE + ", " + MsgQueueConfig.MAX_MESSAGE_LIFETIME + "], was " + lease);
-    }
-    return lease;
+    return Arguments.requireWithin(lease, "lease", MIN_LEASE, MsgQueueConfig.MAX_MESSAGE_LIFETIME);
   }
 
   private List<ClaimedMessage> claimValidated(String queueName, int max, Duration lease) {
@@ -342,7 +334,7 @@ public final class MessageQueueRepository {
    * @return the ids deleted; fewer than given means some claims were no longer held
    */
   public List<Long> ack(Collection<ClaimedMessage> messages) {
-    Objects.requireNonNull(messages, "messages");
+    Arguments.requireNoNulls(messages, "messages");
     if (messages.isEmpty()) {
       return List.of();
     }
@@ -354,7 +346,7 @@ public final class MessageQueueRepository {
 
   /** Acks one claimed message. @return whether it was deleted (see {@link #ack(Collection)}) */
   public boolean ack(ClaimedMessage message) {
-    return !ack(List.of(Objects.requireNonNull(message, "message"))).isEmpty();
+    return !ack(List.of(Arguments.requireNonNull(message, "message"))).isEmpty();
   }
 
   /**
@@ -364,12 +356,8 @@ public final class MessageQueueRepository {
    * @return whether it was released
    */
   public boolean nack(ClaimedMessage message, Duration delay) {
-    Objects.requireNonNull(message, "message");
-    Objects.requireNonNull(delay, "delay");
-    if (delay.isNegative() || delay.compareTo(MsgQueueConfig.MAX_MESSAGE_LIFETIME) > 0) {
-      throw new IllegalArgumentException(
-          "delay must be zero or positive and at most " + MsgQueueConfig.MAX_MESSAGE_LIFETIME + ", was " + delay);
-    }
+    Arguments.requireNonNull(message, "message");
+    Arguments.requireWithin(delay, "delay", Duration.ZERO, MsgQueueConfig.MAX_MESSAGE_LIFETIME);
     boolean released = QueueStatements.nack(ctx, message, delay) > 0;
     if (released) {
       events().nacked(message.queueName());
@@ -382,7 +370,7 @@ public final class MessageQueueRepository {
    * the queue row until the surrounding transaction ends; publishers are not blocked by it.
    */
   public void bindQueue(QueueSpec spec) {
-    Objects.requireNonNull(spec, "spec");
+    Arguments.requireNonNull(spec, "spec");
     QueueStatements.bind(ctx, spec);
     keepAlive.refreshed(spec.name());
   }
@@ -475,12 +463,8 @@ public final class MessageQueueRepository {
   }
 
   private Duration requireValid(QueueSpec spec, PublishOptions options) {
-    if (spec == null) {
-      throw new IllegalArgumentException("queue spec is null");
-    }
-    if (options == null) {
-      throw new IllegalArgumentException("publish options are null");
-    }
+    Arguments.requireNonNull(spec, "queue spec");
+    Arguments.requireNonNull(options, "publish options");
     return options.effectiveTtl(config);
   }
 
