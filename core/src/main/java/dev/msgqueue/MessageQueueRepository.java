@@ -9,6 +9,11 @@ import java.util.Collection;
 import java.util.Collections;
 import java.util.Comparator;
 import java.util.List;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.Optional;
 import javax.sql.DataSource;
 import org.jooq.DSLContext;
@@ -56,6 +61,8 @@ public final class MessageQueueRepository {
   private final Wakeups wakeups;
   private final IdleQueueReaper reaper;
   private final ExpiredMessageCleanup cleanup;
+  // Shared with every view of this repository, so metrics bound once see all of them.
+  private volatile AtomicReference<MessageQueueEvents> events = new AtomicReference<>(MessageQueueEvents.NONE);
 
   private MessageQueueRepository(
       DSLContext ctx, MsgQueueConfig config, Payloads payloads, KeepAliveTracker keepAlive, Wakeups wakeups) {
@@ -102,11 +109,24 @@ public final class MessageQueueRepository {
   MessageQueueRepository boundTo(DSLContext context) {
     Arguments.requireNonNull(context, "transactionContext");
     requirePostgres(context);
-    return new MessageQueueRepository(bounded(context, config), config, payloads, keepAlive, wakeups);
+    MessageQueueRepository bound = new MessageQueueRepository(bounded(context, config), config, payloads, keepAlive,
+        wakeups);
+    bound.events = events;
+    return bound;
   }
 
   public MsgQueueConfig config() {
     return config;
+  }
+
+  /** Where this repository and its subscribers and housekeepers report events (metrics); a no-op by default. */
+  MessageQueueEvents events() {
+    return events.get();
+  }
+
+  /** Sends this repository's events (and its views', subscribers' and housekeepers') to {@code sink}. */
+  void reportTo(MessageQueueEvents sink) {
+    events.set(Arguments.requireNonNull(sink, "sink"));
   }
 
   /** The context every statement of this repository runs on (bounded and failure-translating). */
@@ -171,6 +191,13 @@ public final class MessageQueueRepository {
   }
 
   private List<Long> publishValidated(QueueSpec spec, List<JSONB> validated, PublishOptions options) {
+    long start = System.nanoTime();
+    List<Long> ids = store(spec, validated, options);
+    events().published(spec.name(), ids.size(), System.nanoTime() - start);
+    return ids;
+  }
+
+  private List<Long> store(QueueSpec spec, List<JSONB> validated, PublishOptions options) {
     Duration ttl = requireValid(spec, options);
     // One connection for the whole publish, so it can tell whether the insert committed on its own (autocommit): a
     // wake-up failing after that must not turn a committed publish into an "outcome unknown" failure. A context on
@@ -198,6 +225,7 @@ public final class MessageQueueRepository {
       throw new QueueNotFoundException(spec.name());
     }
     ids = QueueStatements.healAndInsertItems(on, spec, validated, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
+    events().healed(spec.name());
     keepAlive.refreshed(spec.name());
     log.info("re-created auto-deleted queue \"{}\" on publish (it had been reaped)", spec.name());
     wakeUp(on, autoCommit, spec.name());
@@ -288,11 +316,13 @@ public final class MessageQueueRepository {
     if (max < 1 || max > MAX_BATCH_SIZE) {
       throw new IllegalArgumentException("max must be in [1, " + MAX_BATCH_SIZE + "], was " + max);
     }
+    long start = System.nanoTime();
     List<ClaimedMessage> claimed = new ArrayList<>();
     for (var row : QueueStatements.claim(ctx, queueName, max, lease)) {
       claimed.add(new ClaimedMessage(row.value1(), row.value2(), row.value3(), row.value4()));
     }
     claimed.sort(Comparator.comparingLong(ClaimedMessage::id));
+    events().claimed(queueName, claimed.size(), System.nanoTime() - start);
     return claimed;
   }
 
@@ -308,7 +338,10 @@ public final class MessageQueueRepository {
     if (messages.isEmpty()) {
       return List.of();
     }
-    return sorted(QueueStatements.ack(ctx, messages));
+    long start = System.nanoTime();
+    List<Long> acked = sorted(QueueStatements.ack(ctx, messages));
+    reportAcked(messages, acked, System.nanoTime() - start);
+    return acked;
   }
 
   /** Acks one claimed message. @return whether it was deleted (see {@link #ack(Collection)}) */
@@ -325,7 +358,11 @@ public final class MessageQueueRepository {
   public boolean nack(ClaimedMessage message, Duration delay) {
     Arguments.requireNonNull(message, "message");
     Arguments.requireWithin(delay, "delay", Duration.ZERO, MsgQueueConfig.MAX_MESSAGE_LIFETIME);
-    return QueueStatements.nack(ctx, message, delay) > 0;
+    boolean released = QueueStatements.nack(ctx, message, delay) > 0;
+    if (released) {
+      events().nacked(message.queueName());
+    }
+    return released;
   }
 
   /**
@@ -363,6 +400,7 @@ public final class MessageQueueRepository {
    */
   public List<String> reapIdleQueues() {
     List<String> reaped = reaper.reap();
+    events().reaped(reaped.size());
     reaped.forEach(keepAlive::forget);
     return reaped;
   }
@@ -375,7 +413,9 @@ public final class MessageQueueRepository {
    * @return how many messages it deleted
    */
   public int deleteExpiredMessages() {
-    return cleanup.deleteExpired();
+    int deleted = cleanup.deleteExpired();
+    events().expiredDeleted(deleted);
+    return deleted;
   }
 
   /**
@@ -403,6 +443,23 @@ public final class MessageQueueRepository {
   /** How many queues' keep-alive deadlines this repository currently remembers (bounded by the config). */
   int trackedQueues() {
     return keepAlive.trackedQueues();
+  }
+
+  /** Reports an ack per queue (an ack's messages usually share one), its duration with the first message's queue. */
+  private void reportAcked(Collection<ClaimedMessage> messages, List<Long> acked, long nanos) {
+    String first = messages.iterator().next().queueName();
+    if (messages.stream().allMatch(m -> m.queueName().equals(first))) {
+      events().acked(first, acked.size(), nanos);
+      return;
+    }
+    Set<Long> ackedIds = new HashSet<>(acked);
+    Map<String, Integer> perQueue = new HashMap<>();
+    for (ClaimedMessage message : messages) {
+      if (ackedIds.remove(message.id())) {
+        perQueue.merge(message.queueName(), 1, Integer::sum);
+      }
+    }
+    perQueue.forEach((queue, count) -> events().acked(queue, count, queue.equals(first) ? nanos : 0));
   }
 
   private Duration requireValid(QueueSpec spec, PublishOptions options) {
