@@ -2,6 +2,7 @@ package dev.msgqueue;
 
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 
+import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
 import java.sql.Connection;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -280,7 +281,8 @@ public final class MessageQueueRepository {
     }
     List<ClaimedMessage> claimed = new ArrayList<>();
     for (var row : QueueStatements.claim(ctx, queueName, max, lease)) {
-      claimed.add(new ClaimedMessage(row.value1(), row.value2(), row.value3(), row.value4()));
+      claimed.add(new ClaimedMessage(row.value1(), row.value2(), row.value3(), row.value4(),
+          row.value5() == MessageQueueItemStatus.ASSIGNED));
     }
     claimed.sort(Comparator.comparingLong(ClaimedMessage::id));
     return claimed;
