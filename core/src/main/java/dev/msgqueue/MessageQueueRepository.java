@@ -416,7 +416,7 @@ public final class MessageQueueRepository {
    * delivery ended without ack, nack or fail) as a failed delivery, and moves those that already had
    * {@code maxDeliveries} deliveries to the dead-letter queue instead of delivering them again, so a message that
    * crashes its consumer every time is dead-lettered too. One statement when some message was redelivered, none
-   * otherwise.
+   * otherwise. Messages of the policy's dead-letter queue itself are handed on uncounted.
    *
    * <p>If the process dies between the claim and this call, that one redelivery goes uncounted: the message gets one
    * delivery more than {@code maxDeliveries}, never fewer.

@@ -55,7 +55,8 @@ final class Retries {
       DSLContext ctx, List<ClaimedMessage> claimed, RetryPolicy policy) {
     List<ClaimedMessage> redelivered = new ArrayList<>();
     for (ClaimedMessage message : claimed) {
-      if (message.redelivered()) {
+      // A dead letter redelivered to a consumer of the dead-letter queue itself has nowhere further to go.
+      if (message.redelivered() && !message.queueName().equals(policy.deadLetterQueue())) {
         redelivered.add(message);
       }
     }

@@ -170,7 +170,7 @@ class RetryIT {
     ClaimedMessage claimed = claimOne(spec.name());
 
     try (Session session = Session.open(db)) {
-      MessageQueueRepository inTransaction = repository.withContext(session.dsl());
+      TransactionalQueue inTransaction = repository.inTransaction(session.dsl());
       assertThat(inTransaction.extendLeases(List.of(claimed), Duration.ofHours(2))).hasSize(1);
       assertThat(inTransaction.extendLease(claimed, Duration.ofHours(2))).as("same transaction sees it").isEmpty();
       session.rollback();
@@ -326,6 +326,25 @@ class RetryIT {
   }
 
   @Test
+  void aDeadLetterRedeliveredToTheDeadLetterQueuesOwnConsumerIsHandedOnUncounted() {
+    QueueSpec spec = bound("dlq-consumer");
+    long id = repository.publish(spec, "1");
+    RetryPolicy policy = policy(spec).maxDeliveries(1).build();
+    repository.fail(claimOne(spec.name()), new IllegalStateException("first"), policy);
+    claimOne(dlq(spec)); // a dead-letter consumer crashes
+    timePasses(id);
+    ClaimedMessage redelivered = claimOne(dlq(spec));
+    assertThat(redelivered.redelivered()).isTrue();
+
+    assertThat(repository.countRedeliveries(List.of(redelivered), policy)).containsExactly(redelivered);
+
+    DeadLetter letter = repository.deadLetters(dlq(spec), 10).get(0);
+    assertThat(letter.originalQueue()).isEqualTo(spec.name());
+    assertThat(letter.deliveries()).isEqualTo(1);
+    assertThat(letter.errorMessage()).isEqualTo("first");
+  }
+
+  @Test
   void aCrashAndAHandlerFailureTogetherReachMaxDeliveries() {
     QueueSpec spec = bound("crash-then-fail");
     long id = repository.publish(spec, "1");
@@ -382,7 +401,7 @@ class RetryIT {
 
     db.dsl().deleteFrom(MESSAGE_QUEUE).where(MESSAGE_QUEUE.NAME.eq(spec.name())).execute();
     try (Session session = Session.open(db)) {
-      MessageQueueRepository inTransaction = repository.withContext(session.dsl());
+      TransactionalQueue inTransaction = repository.inTransaction(session.dsl());
       assertThatThrownBy(() -> inTransaction.republishDeadLetter(id))
           .isInstanceOf(QueueNotFoundException.class)
           .hasMessageContaining(spec.name());
@@ -421,7 +440,7 @@ class RetryIT {
     RetryPolicy policy = policy(spec).maxDeliveries(1).build();
 
     try (Session failing = Session.open(db); Session acking = Session.open(db)) {
-      assertThat(repository.withContext(failing.dsl()).fail(claimed, new IllegalStateException("x"), policy))
+      assertThat(repository.inTransaction(failing.dsl()).fail(claimed, new IllegalStateException("x"), policy))
           .isEqualTo(FailureOutcome.DEAD_LETTERED);
       // Uncommitted: another connection sees the message where it was, with no failure row and no dead letter.
       assertThat(row(id).getQueueId()).isEqualTo(spec.name());
@@ -430,7 +449,7 @@ class RetryIT {
       assertThat(repository.deadLetters(dlq(spec), 10)).isEmpty();
       // An ack under the same receipt waits for the move's row lock ...
       CompletableFuture<List<Long>> ack = CompletableFuture.supplyAsync(
-          () -> repository.withContext(acking.dsl()).ack(List.of(claimed)));
+          () -> repository.inTransaction(acking.dsl()).ack(List.of(claimed)));
       acking.awaitWaitingOnLock(db.dsl());
       failing.commit();
       // ... and then finds the receipt gone: the dead letter is not deleted.
@@ -450,9 +469,9 @@ class RetryIT {
     RetryPolicy policy = policy(spec).maxDeliveries(1).build();
 
     try (Session acking = Session.open(db); Session failing = Session.open(db)) {
-      assertThat(repository.withContext(acking.dsl()).ack(List.of(claimed))).containsExactly(id);
+      assertThat(repository.inTransaction(acking.dsl()).ack(List.of(claimed))).containsExactly(id);
       CompletableFuture<FailureOutcome> fail = CompletableFuture.supplyAsync(
-          () -> repository.withContext(failing.dsl()).fail(claimed, new IllegalStateException(), policy));
+          () -> repository.inTransaction(failing.dsl()).fail(claimed, new IllegalStateException(), policy));
       failing.awaitWaitingOnLock(db.dsl());
       acking.commit();
       assertThat(fail.get(20, TimeUnit.SECONDS)).isEqualTo(FailureOutcome.NOT_HELD);
