@@ -16,7 +16,7 @@ import java.time.Instant;
  * @param errorMessage the last error's message (at most {@value #MAX_ERROR_MESSAGE_CHARS} characters), or
  *     {@code null}
  * @param deadLetteredAt when it moved to the dead-letter queue
- * @param expiresAt when it expires, after which {@link MessageQueueRepository#deleteExpiredItems()} removes it
+ * @param expiresAt when it expires, after which {@link MessageQueueRepository#deleteExpiredMessages()} removes it
  */
 public record DeadLetter(
     long id,

@@ -23,7 +23,7 @@ import java.util.function.DoubleSupplier;
  * @param deadLetterQueue the durable queue dead letters move to: a valid queue name. msgqueue creates it (durable,
  *     never reaped) with the first dead letter if it does not exist, and makes an existing auto-deleted queue of that
  *     name durable.
- * @param deadLetterTtl how long a dead letter is kept before {@link MessageQueueRepository#deleteExpiredItems()}
+ * @param deadLetterTtl how long a dead letter is kept before {@link MessageQueueRepository#deleteExpiredMessages()}
  *     removes it: positive, at most {@link MsgQueueConfig#MAX_MESSAGE_LIFETIME}
  */
 public record RetryPolicy(

@@ -558,7 +558,7 @@ class RetryIT {
     assertThat(db.dsl().fetchCount(MESSAGE_QUEUE_ITEM_FAILURE, MESSAGE_QUEUE_ITEM_FAILURE.ITEM_ID.in(failing)))
         .isEqualTo(3);
 
-    repository.deleteExpiredItems();
+    repository.deleteExpiredMessages();
 
     assertThat(db.dsl().select(MESSAGE_QUEUE_ITEM_FAILURE.ITEM_ID).from(MESSAGE_QUEUE_ITEM_FAILURE)
         .where(MESSAGE_QUEUE_ITEM_FAILURE.ITEM_ID.in(failing)).fetch(MESSAGE_QUEUE_ITEM_FAILURE.ITEM_ID))
