@@ -349,9 +349,7 @@ public final class MessageQueueRepository {
    *     SQL
    */
   public Optional<ClaimedMessage> extendLease(ClaimedMessage message, Duration lease) {
-    if (message == null) {
-      throw new IllegalArgumentException("message is null");
-    }
+    Arguments.requireNonNull(message, "message");
     requireValidLease(lease);
     return RetryStatements.extendLease(ctx, message, lease).map(message::withReceiptDeadline);
   }
@@ -398,10 +396,9 @@ public final class MessageQueueRepository {
    *     already, before any SQL
    */
   public FailureOutcome fail(ClaimedMessage message, Throwable error, RetryPolicy policy) {
-    if (message == null || error == null || policy == null) {
-      throw new IllegalArgumentException("message, error and policy are required, got " + message + ", " + error
-          + ", " + policy);
-    }
+    Arguments.requireNonNull(message, "message");
+    Arguments.requireNonNull(error, "error");
+    Arguments.requireNonNull(policy, "policy");
     if (message.queueName().equals(policy.deadLetterQueue())) {
       throw new IllegalArgumentException("message " + message.id() + " is in the dead-letter queue \""
           + policy.deadLetterQueue() + "\" already: a dead-letter queue's consumer needs a policy naming another one");

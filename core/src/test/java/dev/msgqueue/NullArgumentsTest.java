@@ -38,13 +38,14 @@ import org.postgresql.ds.PGSimpleDataSource;
 class NullArgumentsTest {
   private static final List<Class<?>> PUBLIC_API = List.of(MessageQueueRepository.class, TransactionalQueue.class,
       QueueSpec.class, PublishOptions.class, MsgQueueConfig.class, MsgQueueConfig.Builder.class, Subscriber.class,
-      Subscriber.Builder.class, WakeupListener.class, ClaimedMessage.class);
+      Subscriber.Builder.class, WakeupListener.class, ClaimedMessage.class, RetryPolicy.class,
+      RetryPolicy.Builder.class);
   /** "Class.method#index": null means "the default" there. */
   private static final Set<String> NULLABLE = Set.of(
       "PublishOptions.<init>#0", // ttl: the configured default TTL
       "QueueSpec.<init>#4", // exclusiveConsumerId of a queue that is not exclusive
       "Builder.wakeups#0", // no wake-up listener: polling only
-      "PublishOptions.equals#0", "QueueSpec.equals#0", "MsgQueueConfig.equals#0");
+      "PublishOptions.equals#0", "QueueSpec.equals#0", "MsgQueueConfig.equals#0", "RetryPolicy.equals#0");
 
   private final DSLContext mock = DSL.using(new MockConnection(ctx -> new MockResult[] {
       new MockResult(1, DSL.using(SQLDialect.POSTGRES).newResult())}), SQLDialect.POSTGRES);
@@ -75,6 +76,8 @@ class NullArgumentsTest {
     instances.put(Subscriber.Builder.class, Subscriber.builder(repository, QueueSpec.durable("q"), m -> { }));
     instances.put(WakeupListener.class, listener);
     instances.put(ClaimedMessage.class, claimed);
+    instances.put(RetryPolicy.class, RetryPolicy.defaults("q-dlq"));
+    instances.put(RetryPolicy.Builder.class, RetryPolicy.builder("q-dlq"));
 
     List<String> checked = new ArrayList<>();
     List<String> wrong = new ArrayList<>();
@@ -103,7 +106,9 @@ class NullArgumentsTest {
     // The reflection did find the entry points the rule is about.
     assertThat(checked).contains("PublishOptions.withTtl#0", "QueueSpec.exclusive#1", "MessageQueueRepository.ack#0",
         "MessageQueueRepository.nack#1", "TransactionalQueue.publish#1", "Subscriber.close#0", "Builder.lease#0",
-        "WakeupListener.start#0", "MessageQueueRepository.create#0", "MsgQueueConfig.<init>#0");
+        "WakeupListener.start#0", "MessageQueueRepository.create#0", "MsgQueueConfig.<init>#0",
+        "MessageQueueRepository.fail#1", "TransactionalQueue.extendLeases#0", "RetryPolicy.<init>#5",
+        "Builder.deadLetterTtl#0");
     assertThat(checked).hasSizeGreaterThan(60);
   }
 
@@ -187,6 +192,10 @@ class NullArgumentsTest {
       };
     } else if (type == WakeupListener.class) {
       return listener;
+    } else if (type == Throwable.class) {
+      return new IllegalStateException("handler failed");
+    } else if (type == RetryPolicy.class) {
+      return RetryPolicy.defaults("q-dlq");
     } else if (type == Object.class) {
       return "other";
     }

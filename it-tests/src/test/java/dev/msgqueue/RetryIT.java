@@ -597,10 +597,10 @@ class RetryIT {
     assertThatThrownBy(() -> offline.extendLease(message, Duration.ZERO)).isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> offline.extendLease(message, Duration.ofDays(366)))
         .isInstanceOf(IllegalArgumentException.class);
-    assertThatThrownBy(() -> offline.extendLease(message, null)).isInstanceOf(NullPointerException.class);
+    assertThatThrownBy(() -> offline.extendLease(message, null)).isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> offline.extendLeases(null, LONG_LEASE)).isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> offline.extendLeases(java.util.Arrays.asList(message, null), LONG_LEASE))
-        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("message 1 is null");
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("index 1");
     assertThatThrownBy(() -> offline.extendLeases(
         Collections.nCopies(MessageQueueRepository.MAX_BATCH_SIZE + 1, message), LONG_LEASE))
         .isInstanceOf(IllegalArgumentException.class);
