@@ -56,7 +56,8 @@ public final class BenchMain {
         contention,
         new BatchingScenario(options, contention.config()),
         new ReaperRaceScenario(options.reaperRace()),
-        new EndToEndScenario(options.endToEnd()));
+        new EndToEndScenario(options.endToEnd()),
+        new DrainScenario(options.drainMessages()));
   }
 
   /** The scenarios {@code --scenarios} selects (all by default). */
