@@ -49,7 +49,7 @@ import org.jooq.types.DayToSecond;
 
 /**
  * Every statement msgqueue runs, in one place, with the row locks each one takes (PostgreSQL's row-level lock
- * conflict table is in the README's design note):
+ * conflict table and the lock table of every statement are in docs/design.md):
  *
  * <ul>
  *   <li>{@link #insertItems} (autocommit) and {@link #insertItemsIfQueueExists} (in a caller's transaction): FOR KEY
@@ -282,8 +282,8 @@ final class QueueStatements {
    * with the deadline it stored as their receipt and the status each had before this claim.
    *
    * <p>Claimable means {@code "readAfter" <= now AND "expiresAt" > now}, locked FOR UPDATE SKIP LOCKED. Without a
-   * lease (the compatible default) the claim also requires {@code status = 'PENDING'} and stores
-   * {@code "readAfter" = "expiresAt"}: the item can never be claimable again (it would need
+   * lease (the default mode) the claim also requires {@code status = 'PENDING'}, the classic claim condition, and
+   * stores {@code "readAfter" = "expiresAt"}: the item can never be claimable again (it would need
    * {@code "expiresAt" <= now < "expiresAt"}). With a lease it stores {@code "readAfter" = now + lease} and accepts
    * ASSIGNED items too, so an item whose lease ran out is claimable again. Because the re-claim requires the old
    * deadline to be {@code <= now} and the lease is at least 1 ms, every re-claim stores a strictly later deadline at
@@ -298,7 +298,7 @@ final class QueueStatements {
    * join (35-40 ms on 100,000 rows); with the literal every plan walks the {@code ("queueId","id")} index and stops
    * after n rows. One statement text per distinct {@code max}, which a subscriber keeps constant.
    *
-   * @param lease the lease, at least 1 ms, or {@code null} for the compatible (no redelivery) mode
+   * @param lease the lease, at least 1 ms, or {@code null} for the default (no redelivery) mode
    */
   static Result<Record5<Long, String, JSONB, LocalDateTime, MessageQueueItemStatus>> claim(
       DSLContext ctx, String queue, int max, Duration lease) {
