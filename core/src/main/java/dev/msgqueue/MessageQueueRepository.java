@@ -332,6 +332,48 @@ public final class MessageQueueRepository {
     return QueueStatements.nack(ctx, message, delay) > 0;
   }
 
+  /** Batched release of claimed, unstarted messages; see {@link QueueStatements#release}. @return the ids released */
+  List<Long> release(Collection<ClaimedMessage> messages) {
+    return messages.isEmpty() ? List.of() : sorted(QueueStatements.release(ctx, messages));
+  }
+
+  /**
+   * Batched lease renewal; see {@link QueueStatements#renewLeases}.
+   *
+   * @return the messages still held, under their new receipts; those missing lost their claim
+   */
+  List<ClaimedMessage> renewLeases(Collection<ClaimedMessage> messages, Duration lease) {
+    if (messages.isEmpty()) {
+      return List.of();
+    }
+    java.util.Map<Long, ClaimedMessage> byId = new java.util.HashMap<>();
+    messages.forEach(message -> byId.put(message.id(), message));
+    List<ClaimedMessage> renewed = new ArrayList<>(messages.size());
+    for (var row : QueueStatements.renewLeases(ctx, messages, lease)) {
+      renewed.add(byId.get(row.value1()).withReceiptDeadline(row.value2()));
+    }
+    return renewed;
+  }
+
+  /** Whether the queue row exists, read without taking or waiting for any lock. */
+  boolean queueExists(String queueName) {
+    return QueueStatements.queueExists(ctx, queueName);
+  }
+
+  /**
+   * {@link #bindQueue} in its own transaction whose lock waits are bounded by {@code lockTimeout}: for a consumer
+   * re-creating a missing queue, which must not wait for another transaction's uncommitted queue row.
+   *
+   * @throws MsgQueueTimeoutException if it would have waited longer
+   */
+  void bindQueueWithin(QueueSpec spec, Duration lockTimeout) {
+    ctx.transaction(tx -> {
+      QueueStatements.limitLockWaits(tx.dsl(), lockTimeout);
+      QueueStatements.bind(tx.dsl(), spec);
+    });
+    keepAlive.refreshed(spec.name());
+  }
+
   /**
    * Creates the queue or updates its attributes to {@code spec}, and marks it active now. Takes an exclusive lock on
    * the queue row until the surrounding transaction ends; publishers are not blocked by it.
