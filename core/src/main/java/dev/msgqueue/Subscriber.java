@@ -5,7 +5,6 @@ import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
 import java.util.Map;
-import java.util.Objects;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutorService;
@@ -65,6 +64,12 @@ public final class Subscriber implements AutoCloseable {
   public static final Duration DEFAULT_MAX_HANDLER_TIME = Duration.ofMinutes(30);
   /** The most messages the buffer ahead of the handlers may hold. */
   public static final int MAX_PREFETCH = 10_000;
+  /** The shortest poll interval. */
+  public static final Duration MIN_POLL_INTERVAL = Duration.ofMillis(10);
+  /** The longest poll interval. */
+  public static final Duration MAX_POLL_INTERVAL = Duration.ofHours(1);
+  /** The longest close timeout, of {@link Builder#closeTimeout} and {@link #close(Duration)}. */
+  public static final Duration MAX_CLOSE_TIMEOUT = Duration.ofHours(1);
 
   private static final Logger log = LoggerFactory.getLogger(Subscriber.class);
   private static final long NEVER = Long.MAX_VALUE;
@@ -131,8 +136,8 @@ public final class Subscriber implements AutoCloseable {
     this.closeTimeout = builder.closeTimeout;
     this.slots = new Semaphore(capacity);
     this.handlers = Executors.newFixedThreadPool(builder.concurrency, named("msgqueue-handler-" + queue.name()));
-    this.claimer = named("msgqueue-claimer-" + queue.name()).newThread(this::claimLoop);
-    this.housekeeper = named("msgqueue-housekeeper-" + queue.name()).newThread(this::housekeepingLoop);
+    this.claimer = named("msgqueue-claimer-" + queue.name()).newThread(this::claimUntilClosed);
+    this.housekeeper = named("msgqueue-housekeeper-" + queue.name()).newThread(this::housekeepUntilClosed);
     this.unregisterWakeups = builder.wakeups == null ? () -> { } : builder.wakeups.register(queue.name(), this::wake);
   }
 
@@ -161,10 +166,11 @@ public final class Subscriber implements AutoCloseable {
    * they stay ASSIGNED until they expire. Do not call it from a handler: it would wait for that handler to finish,
    * that is for the whole timeout.
    *
+   * @param timeout zero or positive, at most {@link #MAX_CLOSE_TIMEOUT}
    * @return whether every running handler finished within the timeout
    */
   public boolean close(Duration timeout) {
-    Objects.requireNonNull(timeout, "timeout");
+    Arguments.requireWithin(timeout, "timeout", Duration.ZERO, MAX_CLOSE_TIMEOUT);
     running = false; // before `closed`, so whoever sees isClosing() knows no new claim starts
     if (!closed.compareAndSet(false, true)) {
       return handlers.isTerminated();
@@ -256,6 +262,43 @@ public final class Subscriber implements AutoCloseable {
     claimer.start();
     housekeeper.start();
     return this;
+  }
+
+  /**
+   * Runs the claim loop until close. A failure the loop does not expect is logged and the loop restarts after a poll
+   * interval, so delivery never stops silently; only a {@link VirtualMachineError} stops it, logged as such.
+   */
+  private void claimUntilClosed() {
+    while (running) {
+      try {
+        claimLoop();
+      } catch (VirtualMachineError fatal) {
+        log.error("subscriber of \"{}\": its claiming thread stopped; no more messages are delivered until it is"
+            + " rebuilt", queue.name(), fatal);
+        throw fatal;
+      } catch (RuntimeException | Error e) {
+        log.error("subscriber of \"{}\": unexpected failure in its claiming thread; claiming again after the poll"
+            + " interval", queue.name(), e);
+        awaitSignal(System.nanoTime() + pollInterval.toNanos(), false);
+      }
+    }
+  }
+
+  /** Like {@link #claimUntilClosed()}, for the housekeeping thread: logged, restarted shortly, never silent. */
+  private void housekeepUntilClosed() {
+    while (!housekeeperStopped) {
+      try {
+        housekeepingLoop();
+      } catch (VirtualMachineError fatal) {
+        log.error("subscriber of \"{}\": its housekeeping thread stopped; acks are flushed only on close",
+            queue.name(), fatal);
+        throw fatal;
+      } catch (RuntimeException | Error e) {
+        log.error("subscriber of \"{}\": unexpected failure in its housekeeping thread; resuming shortly",
+            queue.name(), e);
+        awaitHousekeeping(System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(100));
+      }
+    }
   }
 
   private void claimLoop() {
@@ -630,9 +673,9 @@ public final class Subscriber implements AutoCloseable {
     private Duration closeTimeout = Duration.ofSeconds(30);
 
     private Builder(MessageQueueRepository repository, QueueSpec queue, MessageHandler handler) {
-      this.repository = Objects.requireNonNull(repository, "repository");
-      this.queue = Objects.requireNonNull(queue, "queue");
-      this.handler = Objects.requireNonNull(handler, "handler");
+      this.repository = Arguments.requireNonNull(repository, "repository");
+      this.queue = Arguments.requireNonNull(queue, "queue");
+      this.handler = Arguments.requireNonNull(handler, "handler");
     }
 
     /** How many handlers run at once, in [1, 1000]; default {@value Subscriber#DEFAULT_CONCURRENCY}. */
@@ -662,9 +705,12 @@ public final class Subscriber implements AutoCloseable {
       return this;
     }
 
-    /** How long an idle subscriber waits between claims when no wake-up comes; default 1 s, at least 10 ms. */
+    /**
+     * How long an idle subscriber waits between claims when no wake-up comes; default 1 s, in
+     * [{@link Subscriber#MIN_POLL_INTERVAL}, {@link Subscriber#MAX_POLL_INTERVAL}].
+     */
     public Builder pollInterval(Duration value) {
-      this.pollInterval = value;
+      this.pollInterval = Arguments.requireWithin(value, "pollInterval", MIN_POLL_INTERVAL, MAX_POLL_INTERVAL);
       return this;
     }
 
@@ -674,7 +720,7 @@ public final class Subscriber implements AutoCloseable {
      * off (at-most-once).
      */
     public Builder lease(Duration value) {
-      this.lease = Objects.requireNonNull(value, "lease");
+      this.lease = MessageQueueRepository.requireValidLease(value);
       return this;
     }
 
@@ -683,7 +729,7 @@ public final class Subscriber implements AutoCloseable {
      * redelivered when the lease runs out. In (0, a year]; default 30 minutes.
      */
     public Builder maxHandlerTime(Duration value) {
-      this.maxHandlerTime = value;
+      this.maxHandlerTime = Arguments.requirePositiveAtMost(value, "maxHandlerTime", MsgQueueConfig.MAX_MESSAGE_LIFETIME);
       return this;
     }
 
@@ -692,19 +738,25 @@ public final class Subscriber implements AutoCloseable {
      * full batch of acks is flushed at once, and close() flushes what is pending.
      */
     public Builder ackDelay(Duration value) {
-      this.ackDelay = value;
+      this.ackDelay = Arguments.requireWithin(value, "ackDelay", Duration.ZERO, MAX_ACK_DELAY);
       return this;
     }
 
-    /** The process's {@link WakeupListener}, for claims at once after a publish; default none (polling only). */
+    /**
+     * The process's {@link WakeupListener}, for claims at once after a publish; default (and {@code null}): none,
+     * polling only.
+     */
     public Builder wakeups(WakeupListener value) {
       this.wakeups = value;
       return this;
     }
 
-    /** The longest {@link Subscriber#close()} waits for running handlers; default 30 s. */
+    /**
+     * The longest {@link Subscriber#close()} waits for running handlers; default 30 s, zero or positive, at most
+     * {@link Subscriber#MAX_CLOSE_TIMEOUT}.
+     */
     public Builder closeTimeout(Duration value) {
-      this.closeTimeout = value;
+      this.closeTimeout = Arguments.requireWithin(value, "closeTimeout", Duration.ZERO, MAX_CLOSE_TIMEOUT);
       return this;
     }
 
@@ -721,27 +773,13 @@ public final class Subscriber implements AutoCloseable {
       requireRange("concurrency", concurrency, 1, 1_000);
       requireRange("batchSize", batchSize, 1, 1_000);
       requireRange("prefetch", effectivePrefetch(), 0, MAX_PREFETCH);
-      Objects.requireNonNull(pollInterval, "pollInterval");
-      if (pollInterval.compareTo(Duration.ofMillis(10)) < 0) {
-        throw new IllegalArgumentException("pollInterval must be at least 10 ms, was " + pollInterval);
-      }
+      Arguments.requireWithin(pollInterval, "pollInterval", MIN_POLL_INTERVAL, MAX_POLL_INTERVAL);
       if (lease != null) {
         MessageQueueRepository.requireValidLease(lease);
       }
-      Objects.requireNonNull(maxHandlerTime, "maxHandlerTime");
-      if (maxHandlerTime.isZero() || maxHandlerTime.isNegative()
-          || maxHandlerTime.compareTo(MsgQueueConfig.MAX_MESSAGE_LIFETIME) > 0) {
-        throw new IllegalArgumentException("maxHandlerTime must be in (0, " + MsgQueueConfig.MAX_MESSAGE_LIFETIME
-            + "], was " + maxHandlerTime);
-      }
-      Objects.requireNonNull(ackDelay, "ackDelay");
-      if (ackDelay.isNegative() || ackDelay.compareTo(MAX_ACK_DELAY) > 0) {
-        throw new IllegalArgumentException("ackDelay must be in [0, " + MAX_ACK_DELAY + "], was " + ackDelay);
-      }
-      Objects.requireNonNull(closeTimeout, "closeTimeout");
-      if (closeTimeout.isNegative()) {
-        throw new IllegalArgumentException("closeTimeout must not be negative, was " + closeTimeout);
-      }
+      Arguments.requirePositiveAtMost(maxHandlerTime, "maxHandlerTime", MsgQueueConfig.MAX_MESSAGE_LIFETIME);
+      Arguments.requireWithin(ackDelay, "ackDelay", Duration.ZERO, MAX_ACK_DELAY);
+      Arguments.requireWithin(closeTimeout, "closeTimeout", Duration.ZERO, MAX_CLOSE_TIMEOUT);
       Subscriber subscriber = new Subscriber(this);
       try {
         return subscriber.started();
