@@ -341,24 +341,6 @@ public final class MessageQueueRepository {
     return messages.isEmpty() ? List.of() : sorted(QueueStatements.release(ctx, messages));
   }
 
-  /**
-   * Batched lease renewal; see {@link QueueStatements#renewLeases}.
-   *
-   * @return the messages still held, under their new receipts; those missing lost their claim
-   */
-  List<ClaimedMessage> renewLeases(Collection<ClaimedMessage> messages, Duration lease) {
-    if (messages.isEmpty()) {
-      return List.of();
-    }
-    java.util.Map<Long, ClaimedMessage> byId = new java.util.HashMap<>();
-    messages.forEach(message -> byId.put(message.id(), message));
-    List<ClaimedMessage> renewed = new ArrayList<>(messages.size());
-    for (var row : QueueStatements.renewLeases(ctx, messages, lease)) {
-      renewed.add(byId.get(row.value1()).withReceiptDeadline(row.value2()));
-    }
-    return renewed;
-  }
-
   /** Whether the queue row exists, read without taking or waiting for any lock. */
   boolean queueExists(String queueName) {
     return QueueStatements.queueExists(ctx, queueName);

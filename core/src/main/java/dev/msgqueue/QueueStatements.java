@@ -326,26 +326,6 @@ final class QueueStatements {
         .fetch(I.ID);
   }
 
-  /**
-   * Renews the lease of claimed items whose receipts still match to now + {@code lease}, in one statement. The new
-   * deadline is the new receipt; the old one stops matching. Requires the old deadline to be still ahead
-   * ({@code > now}): a lease that already ran out may have been re-claimed, or will be, and is not renewed.
-   *
-   * @return the new receipt deadline of each item renewed, by id
-   */
-  static Result<Record2<Long, LocalDateTime>> renewLeases(
-      DSLContext ctx, Collection<ClaimedMessage> messages, Duration lease) {
-    return ctx.update(I)
-        .set(I.READ_AFTER, utcNowPlus(lease))
-        .from(receipts(messages))
-        .where(I.ID.eq(RECEIPT_ID))
-        .and(I.READ_AFTER.eq(RECEIPT_DEADLINE))
-        .and(I.READ_AFTER.gt(utcNow()))
-        .and(I.STATUS.eq(inline(MessageQueueItemStatus.ASSIGNED)))
-        .returningResult(I.ID, I.READ_AFTER)
-        .fetch();
-  }
-
   /** Whether the queue row exists; a plain read that takes no lock and waits for none. */
   static boolean queueExists(DSLContext ctx, String queue) {
     return ctx.fetchExists(Q, Q.NAME.eq(queue));

@@ -83,6 +83,7 @@ public final class Subscriber implements AutoCloseable {
   private final int claimThreshold;
   private final Duration pollInterval;
   private final Duration lease;
+  private final RetryPolicy retryPolicy;
   private final long leaseNanos;
   private final long maxHandlerNanos;
   private final long ackDelayNanos;
@@ -111,6 +112,7 @@ public final class Subscriber implements AutoCloseable {
   private final ConcurrentLinkedQueue<Held> finished = new ConcurrentLinkedQueue<>();
   private final AtomicInteger finishedCount = new AtomicInteger();
   private final ConcurrentLinkedQueue<Held> unstarted = new ConcurrentLinkedQueue<>();
+  private final ConcurrentLinkedQueue<Failure> failures = new ConcurrentLinkedQueue<>();
 
   private final AtomicLong claimRounds = new AtomicLong();
   private final AtomicLong ackFlushes = new AtomicLong();
@@ -119,6 +121,7 @@ public final class Subscriber implements AutoCloseable {
   private final AtomicLong acked = new AtomicLong();
   private final AtomicLong failed = new AtomicLong();
   private final AtomicLong handedBack = new AtomicLong();
+  private final AtomicLong deadLettered = new AtomicLong();
   private final AtomicInteger inFlight = new AtomicInteger();
 
   private Subscriber(Builder builder) {
@@ -130,6 +133,7 @@ public final class Subscriber implements AutoCloseable {
     this.claimThreshold = Math.max(1, (Math.min(batchSize, capacity) + 1) / 2);
     this.pollInterval = builder.pollInterval;
     this.lease = builder.lease;
+    this.retryPolicy = builder.retryPolicy;
     this.leaseNanos = lease == null ? 0 : lease.toNanos();
     this.maxHandlerNanos = builder.maxHandlerTime.toNanos();
     this.ackDelayNanos = builder.ackDelay.toNanos();
@@ -199,6 +203,7 @@ public final class Subscriber implements AutoCloseable {
     stopHousekeeper();
     // The housekeeper is gone: this thread owns the receipts now. Flush what finished, hand back what never started.
     flushAcks();
+    settleFailures();
     for (Held message : held.values()) {
       if (message.startedNanos == 0 && !message.done) {
         unstarted.add(message);
@@ -251,6 +256,10 @@ public final class Subscriber implements AutoCloseable {
 
   long acked() {
     return acked.get();
+  }
+
+  long deadLettered() {
+    return deadLettered.get();
   }
 
   long handedBack() {
@@ -345,6 +354,15 @@ public final class Subscriber implements AutoCloseable {
       return -1;
     }
     claimRounds.incrementAndGet();
+    if (retryPolicy != null && !claimed.isEmpty()) {
+      try {
+        claimed = repository.countRedeliveries(claimed, retryPolicy);
+      } catch (RuntimeException e) {
+        // Delivered uncounted (never lost): their claim stands, and the next failure or lapse counts again.
+        log.warn("subscriber of \"{}\": counting redeliveries failed ({}); delivering them uncounted", queue.name(),
+            e.toString());
+      }
+    }
     for (ClaimedMessage message : claimed) {
       // Never blocks: at most `free` were claimed and only this thread takes slots.
       slots.acquireUninterruptibly();
@@ -377,12 +395,19 @@ public final class Subscriber implements AutoCloseable {
       } catch (Exception | Error e) {
         failed.incrementAndGet();
         entry.done = true;
-        held.remove(entry.receipt.id());
         ClaimedMessage message = entry.receipt;
-        if (lease != null) {
+        if (retryPolicy != null) {
+          // Settled by the housekeeper, the only thread that changes receipts (a lease renewal could be in flight).
+          failures.add(new Failure(entry, e));
+          requestHousekeeping();
+          log.warn("handler failed on message {} of \"{}\"; it is retried after a backoff or dead-lettered ({})",
+              message.id(), queue.name(), retryPolicy, e);
+        } else if (lease != null) {
+          held.remove(message.id());
           log.warn("handler failed on message {} of \"{}\"; it is redelivered after its lease ({})",
               message.id(), queue.name(), lease, e);
         } else {
+          held.remove(message.id());
           log.error("handler failed on message {} of \"{}\"; it stays ASSIGNED and is not redelivered (default mode;"
               + " lease mode redelivers)", message.id(), queue.name(), e);
         }
@@ -427,6 +452,9 @@ public final class Subscriber implements AutoCloseable {
       if (!unstarted.isEmpty()) {
         handBackUnstarted();
       }
+      if (!failures.isEmpty()) {
+        settleFailures();
+      }
       long nextRenewal = lease == null ? NEVER : renewLeases();
       if (now - nextKeepAlive >= 0) {
         keepAlive();
@@ -467,6 +495,23 @@ public final class Subscriber implements AutoCloseable {
     } catch (RuntimeException e) {
       log.warn("ack of {} handled message(s) of \"{}\" failed{}", batch.size(), queue.name(),
           lease != null ? "; they are redelivered after their lease" : "; they stay ASSIGNED until they expire", e);
+    }
+  }
+
+  /** Hands each failed message to the retry policy: retried after its backoff, or dead-lettered. */
+  private void settleFailures() {
+    Failure failure;
+    while ((failure = failures.poll()) != null) {
+      held.remove(failure.entry().receipt.id());
+      try {
+        FailureOutcome outcome = repository.fail(failure.entry().receipt, failure.error(), retryPolicy);
+        if (outcome == FailureOutcome.DEAD_LETTERED) {
+          deadLettered.incrementAndGet();
+        }
+      } catch (RuntimeException e) {
+        log.warn("could not settle the failure of message {} of \"{}\"; it is redelivered after its lease",
+            failure.entry().receipt.id(), queue.name(), e);
+      }
     }
   }
 
@@ -526,7 +571,7 @@ public final class Subscriber implements AutoCloseable {
     long renewedAt = System.nanoTime();
     try {
       Map<Long, ClaimedMessage> renewed = new java.util.HashMap<>();
-      for (ClaimedMessage message : repository.renewLeases(receipts, lease)) {
+      for (ClaimedMessage message : repository.extendLeases(receipts, lease)) {
         renewed.put(message.id(), message);
       }
       leaseRenewals.incrementAndGet();
@@ -639,6 +684,8 @@ public final class Subscriber implements AutoCloseable {
     };
   }
 
+  private record Failure(Held entry, Throwable error) { }
+
   /** A claimed message from its claim until it is acked, fails or is handed back. */
   private static final class Held {
     /** The current receipt: replaced only by the housekeeper (lease renewal), or on close after it stopped. */
@@ -668,6 +715,7 @@ public final class Subscriber implements AutoCloseable {
     private Duration pollInterval = Duration.ofSeconds(1);
     private Duration lease;
     private Duration maxHandlerTime = DEFAULT_MAX_HANDLER_TIME;
+    private RetryPolicy retryPolicy;
     private Duration ackDelay = DEFAULT_ACK_DELAY;
     private WakeupListener wakeups;
     private Duration closeTimeout = Duration.ofSeconds(30);
@@ -725,6 +773,18 @@ public final class Subscriber implements AutoCloseable {
     }
 
     /**
+     * Lease mode: what happens to a message whose handler throws. With a policy, the message is retried after the
+     * policy's exponential backoff with jitter, and moved to its dead-letter queue after {@code maxDeliveries}
+     * deliveries (a delivery whose lease ran out, as in a crash, counts too); see
+     * {@link MessageQueueRepository#fail}. Without one (the default) it is redelivered when its lease runs out,
+     * without limit until it expires. Requires {@link #lease}.
+     */
+    public Builder retryPolicy(RetryPolicy value) {
+      this.retryPolicy = Arguments.requireNonNull(value, "retryPolicy");
+      return this;
+    }
+
+    /**
      * Lease mode: how long a running handler's lease is renewed for, from its start; after that its message is
      * redelivered when the lease runs out. In (0, a year]; default 30 minutes.
      */
@@ -776,6 +836,13 @@ public final class Subscriber implements AutoCloseable {
       Arguments.requireWithin(pollInterval, "pollInterval", MIN_POLL_INTERVAL, MAX_POLL_INTERVAL);
       if (lease != null) {
         MessageQueueRepository.requireValidLease(lease);
+      }
+      if (retryPolicy != null && lease == null) {
+        throw new IllegalArgumentException("retryPolicy needs lease mode: set a lease too");
+      }
+      if (retryPolicy != null && retryPolicy.deadLetterQueue().equals(queue.name())) {
+        throw new IllegalArgumentException("the retry policy's dead-letter queue must be another queue than \""
+            + queue.name() + "\"");
       }
       Arguments.requirePositiveAtMost(maxHandlerTime, "maxHandlerTime", MsgQueueConfig.MAX_MESSAGE_LIFETIME);
       Arguments.requireWithin(ackDelay, "ackDelay", Duration.ZERO, MAX_ACK_DELAY);

@@ -597,7 +597,7 @@ class RetryIT {
     assertThatThrownBy(() -> offline.extendLease(message, Duration.ZERO)).isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> offline.extendLease(message, Duration.ofDays(366)))
         .isInstanceOf(IllegalArgumentException.class);
-    assertThatThrownBy(() -> offline.extendLease(message, null)).isInstanceOf(NullPointerException.class);
+    assertThatThrownBy(() -> offline.extendLease(message, null)).isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> offline.extendLeases(null, LONG_LEASE)).isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> offline.extendLeases(java.util.Arrays.asList(message, null), LONG_LEASE))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("message 1 is null");

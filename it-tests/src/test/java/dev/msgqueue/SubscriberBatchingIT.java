@@ -178,6 +178,35 @@ class SubscriberBatchingIT {
   }
 
   @Test
+  void aHandlerThatKeepsFailingIsRetriedWithBackoffThenDeadLetteredOnce() throws Exception {
+    QueueSpec spec = QueueSpec.durable("failing-handler");
+    repository.bindQueue(spec);
+    long id = repository.publish(spec, "{\"poison\": true}");
+    long fine = repository.publish(spec, "{\"poison\": false}");
+    List<Long> deliveryTimes = new CopyOnWriteArrayList<>();
+    RetryPolicy policy = RetryPolicy.builder("failing-handler-dead").initialBackoff(Duration.ofMillis(200))
+        .multiplier(2).jitter(0).maxDeliveries(3).build();
+    Subscriber subscriber = started(Subscriber.builder(repository, spec, message -> {
+      if (message.id() == id) {
+        deliveryTimes.add(System.nanoTime());
+        throw new IllegalStateException("poison");
+      }
+    }).lease(Duration.ofSeconds(30)).retryPolicy(policy).pollInterval(POLL));
+
+    await("dead-lettered", () -> subscriber.deadLettered() == 1);
+    assertThat(subscriber.acked()).isOne();
+    assertThat(deliveryTimes).hasSize(3);
+    // Backoffs of 200 ms then 400 ms, not the 30 s lease.
+    long secondGap = deliveryTimes.get(2) - deliveryTimes.get(1);
+    long firstGap = deliveryTimes.get(1) - deliveryTimes.get(0);
+    assertThat(firstGap).isGreaterThanOrEqualTo(TimeUnit.MILLISECONDS.toNanos(190));
+    assertThat(secondGap).isGreaterThanOrEqualTo(TimeUnit.MILLISECONDS.toNanos(390));
+    assertThat(itemsOf(spec)).isZero();
+    assertThat(repository.deadLetters("failing-handler-dead", 10)).hasSize(1);
+    assertThat(fine).isPositive();
+  }
+
+  @Test
   void aConnectionFailingDuringAnAckFlushLeadsToRedeliveryInLeaseModeNeverToLoss() throws Exception {
     QueueSpec spec = QueueSpec.durable("ack-flush-fails");
     repository.bindQueue(spec);
