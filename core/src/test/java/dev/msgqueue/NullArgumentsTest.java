@@ -187,6 +187,10 @@ class NullArgumentsTest {
       };
     } else if (type == WakeupListener.class) {
       return listener;
+    } else if (type == Throwable.class) {
+      return new IllegalStateException("sample");
+    } else if (type == RetryPolicy.class) {
+      return RetryPolicy.defaults("q-dead-letters");
     } else if (type == Object.class) {
       return "other";
     }
