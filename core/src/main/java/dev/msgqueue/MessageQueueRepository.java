@@ -371,6 +371,30 @@ public final class MessageQueueRepository {
     return released;
   }
 
+  /** Batched release of claimed, unstarted messages; see {@link QueueStatements#release}. @return the ids released */
+  List<Long> release(Collection<ClaimedMessage> messages) {
+    return messages.isEmpty() ? List.of() : sorted(QueueStatements.release(ctx, messages));
+  }
+
+  /** Whether the queue row exists, read without taking or waiting for any lock. */
+  boolean queueExists(String queueName) {
+    return QueueStatements.queueExists(ctx, queueName);
+  }
+
+  /**
+   * {@link #bindQueue} in its own transaction whose lock waits are bounded by {@code lockTimeout}: for a consumer
+   * re-creating a missing queue, which must not wait for another transaction's uncommitted queue row.
+   *
+   * @throws MsgQueueTimeoutException if it would have waited longer
+   */
+  void bindQueueWithin(QueueSpec spec, Duration lockTimeout) {
+    ctx.transaction(tx -> {
+      QueueStatements.limitLockWaits(tx.dsl(), lockTimeout);
+      QueueStatements.bind(tx.dsl(), spec);
+    });
+    keepAlive.refreshed(spec.name());
+  }
+
   /**
    * Extends the lease of a claimed message (lease mode), so a slow but alive handler keeps it: its new deadline is
    * now + {@code lease}, or 1 ms past the current deadline if that is later (a deadline only moves forward). Returns

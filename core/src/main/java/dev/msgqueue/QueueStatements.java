@@ -298,16 +298,8 @@ final class QueueStatements {
    * @return the ids deleted
    */
   static List<Long> ack(DSLContext ctx, Collection<ClaimedMessage> messages) {
-    Long[] ids = new Long[messages.size()];
-    LocalDateTime[] deadlines = new LocalDateTime[messages.size()];
-    int i = 0;
-    for (ClaimedMessage message : messages) {
-      ids[i] = message.id();
-      deadlines[i] = message.receiptDeadline();
-      i++;
-    }
     return ctx.deleteFrom(I)
-        .using(receipts(ids, deadlines))
+        .using(receipts(messages))
         .where(I.ID.eq(RECEIPT_ID))
         .and(I.READ_AFTER.eq(RECEIPT_DEADLINE))
         .and(I.STATUS.eq(inline(MessageQueueItemStatus.ASSIGNED)))
@@ -316,10 +308,42 @@ final class QueueStatements {
   }
 
   /**
+   * Hands claimed items whose receipts still match back to the queue, claimable at once: the batched form of
+   * {@link #nack} with no delay, for messages a subscriber claimed but never started (it is closing, or their lease
+   * would run out before they could start).
+   *
+   * @return the ids released
+   */
+  static List<Long> release(DSLContext ctx, Collection<ClaimedMessage> messages) {
+    return ctx.update(I)
+        .set(I.STATUS, inline(MessageQueueItemStatus.PENDING))
+        .set(I.READ_AFTER, utcNow())
+        .from(receipts(messages))
+        .where(I.ID.eq(RECEIPT_ID))
+        .and(I.READ_AFTER.eq(RECEIPT_DEADLINE))
+        .and(I.STATUS.eq(inline(MessageQueueItemStatus.ASSIGNED)))
+        .returning(I.ID)
+        .fetch(I.ID);
+  }
+
+  /** Whether the queue row exists; a plain read that takes no lock and waits for none. */
+  static boolean queueExists(DSLContext ctx, String queue) {
+    return ctx.fetchExists(Q, Q.NAME.eq(queue));
+  }
+
+  /**
    * The receipts as a table {@code receipt(id, deadline)}. Plain SQL because jOOQ's {@code unnest} takes one array,
    * and PostgreSQL's multi-array form is what zips the two into rows.
    */
-  private static Table<?> receipts(Long[] ids, LocalDateTime[] deadlines) {
+  private static Table<?> receipts(Collection<ClaimedMessage> messages) {
+    Long[] ids = new Long[messages.size()];
+    LocalDateTime[] deadlines = new LocalDateTime[messages.size()];
+    int i = 0;
+    for (ClaimedMessage message : messages) {
+      ids[i] = message.id();
+      deadlines[i] = message.receiptDeadline();
+      i++;
+    }
     return table("unnest({0}, {1})", val(ids, ID_ARRAY), val(deadlines, DEADLINE_ARRAY))
         .as(RECEIPT, RECEIPT_ID.getName(), RECEIPT_DEADLINE.getName());
   }
