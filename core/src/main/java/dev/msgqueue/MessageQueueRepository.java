@@ -328,6 +328,10 @@ public final class MessageQueueRepository {
           row.value5() == MessageQueueItemStatus.ASSIGNED));
     }
     claimed.sort(Comparator.comparingLong(ClaimedMessage::id));
+    long redelivered = claimed.stream().filter(ClaimedMessage::redelivered).count();
+    if (redelivered > 0) {
+      events().redelivered(queueName, (int) redelivered);
+    }
     events().claimed(queueName, claimed.size(), System.nanoTime() - start);
     return claimed;
   }
@@ -462,7 +466,11 @@ public final class MessageQueueRepository {
       throw new IllegalArgumentException("message " + message.id() + " is in the dead-letter queue \""
           + policy.deadLetterQueue() + "\" already: a dead-letter queue's consumer needs a policy naming another one");
     }
-    return Retries.fail(ctx, message, error, policy);
+    FailureOutcome outcome = Retries.fail(ctx, message, error, policy);
+    if (outcome == FailureOutcome.DEAD_LETTERED) {
+      events().deadLettered(message.queueName(), 1);
+    }
+    return outcome;
   }
 
   /**
@@ -480,7 +488,11 @@ public final class MessageQueueRepository {
   List<ClaimedMessage> countRedeliveries(List<ClaimedMessage> claimed, RetryPolicy policy) {
     Objects.requireNonNull(claimed, "claimed");
     Objects.requireNonNull(policy, "policy");
-    return Retries.countRedeliveries(ctx, claimed, policy);
+    List<ClaimedMessage> toHandle = Retries.countRedeliveries(ctx, claimed, policy);
+    if (toHandle.size() < claimed.size()) {
+      events().deadLettered(claimed.get(0).queueName(), claimed.size() - toHandle.size());
+    }
+    return toHandle;
   }
 
   /**
