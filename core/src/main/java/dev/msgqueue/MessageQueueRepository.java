@@ -1,8 +1,5 @@
 package dev.msgqueue;
 
-import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
-
-import java.sql.Connection;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -14,23 +11,22 @@ import javax.sql.DataSource;
 import org.jooq.DSLContext;
 import org.jooq.JSONB;
 import org.jooq.SQLDialect;
-import org.jooq.exception.DataAccessException;
-import org.jooq.impl.DefaultConnectionProvider;
 import org.jooq.impl.DSL;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
  * Publishes messages to named queues and keeps the queue table tidy. Thread-safe; create one per service and share
- * it (its keep-alive bookkeeping is what keeps the queue row off the publish hot path).
+ * it (its keep-alive throttle is what keeps the queue row off the publish hot path).
  *
  * <h2>What a publish does</h2>
  * <ol>
  *   <li>Validates the queue spec, payload and options, throwing {@link IllegalArgumentException} before any SQL.</li>
  *   <li>Inserts the message with one statement that takes only a KEY SHARE lock on the queue row (the lock the
  *       foreign key takes anyway): concurrent publishers to one queue never wait for each other.</li>
- *   <li>At most once per {@link MsgQueueConfig#keepAliveInterval()} per queue, refreshes the queue's
- *       {@code "lastActive"} with a statement that never waits, so a queue that is only published to is not reaped.</li>
+ *   <li>At most once per {@link MsgQueueConfig#keepAliveInterval()} per queue, writes the keep-alive (the queue's
+ *       {@code "lastActive"}) with a statement that never waits, so a queue that is only published to is not
+ *       reaped.</li>
  *   <li>If the queue is missing: an auto-deleted queue (the reaper removed it) is re-created with the publisher's
  *       spec together with the message, in one statement; any other queue raises {@link QueueNotFoundException}.
  *       Neither case aborts the caller's transaction.</li>
@@ -52,16 +48,13 @@ public final class MessageQueueRepository {
   private final DSLContext ctx;
   private final MsgQueueConfig config;
   private final Payloads payloads;
-  private final KeepAliveTracker keepAlive;
-  private final Wakeups wakeups;
+  private final Publisher publisher;
 
-  private MessageQueueRepository(
-      DSLContext ctx, MsgQueueConfig config, Payloads payloads, KeepAliveTracker keepAlive, Wakeups wakeups) {
+  private MessageQueueRepository(DSLContext ctx, MsgQueueConfig config, Payloads payloads, Publisher publisher) {
     this.ctx = ctx;
     this.config = config;
     this.payloads = payloads;
-    this.keepAlive = keepAlive;
-    this.wakeups = wakeups;
+    this.publisher = publisher;
   }
 
   /**
@@ -74,7 +67,8 @@ public final class MessageQueueRepository {
     Objects.requireNonNull(config, "config");
     requirePostgres(ctx);
     return new MessageQueueRepository(bounded(ctx, config), config, new Payloads(config.maxPayloadBytes()),
-        new KeepAliveTracker(config.keepAliveInterval(), config.maxTrackedQueues()), Wakeups.from(config));
+        new Publisher(config, new IntervalThrottle(config.keepAliveInterval(), config.maxTrackedQueues()),
+            Wakeups.from(config)));
   }
 
   /** A repository taking a connection from {@code dataSource} per statement (or per batch transaction). */
@@ -85,12 +79,12 @@ public final class MessageQueueRepository {
   /**
    * A view of this repository that runs its statements on {@code transactionContext}, typically the
    * {@code configuration.dsl()} of a jOOQ transaction or {@code DSL.using(connection)} of your own open transaction.
-   * It shares this repository's configuration, keep-alive bookkeeping and wake-up coalescing.
+   * It shares this repository's configuration, keep-alive throttle and wake-up coalescing.
    */
   public MessageQueueRepository withContext(DSLContext transactionContext) {
     Objects.requireNonNull(transactionContext, "transactionContext");
     requirePostgres(transactionContext);
-    return new MessageQueueRepository(bounded(transactionContext, config), config, payloads, keepAlive, wakeups);
+    return new MessageQueueRepository(bounded(transactionContext, config), config, payloads, publisher);
   }
 
   public MsgQueueConfig config() {
@@ -157,84 +151,7 @@ public final class MessageQueueRepository {
 
   private List<Long> publishValidated(QueueSpec spec, List<JSONB> validated, PublishOptions options) {
     Duration ttl = requireValid(spec, options);
-    // One connection for the whole publish, so it can tell whether the insert committed on its own (autocommit): a
-    // wake-up failing after that must not turn a committed publish into an "outcome unknown" failure. A context on
-    // one connection already is that (and pinning it again would cost a configuration per publish).
-    if (ctx.configuration().connectionProvider() instanceof DefaultConnectionProvider) {
-      return publishOn(ctx, ctx.connectionResult(Connection::getAutoCommit), spec, validated, options.delay(), ttl);
-    }
-    return ctx.connectionResult(connection -> publishOn(
-        ctx.configuration().derive(new DefaultConnectionProvider(connection)).dsl(), connection.getAutoCommit(),
-        spec, validated, options.delay(), ttl));
-  }
-
-  private List<Long> publishOn(
-      DSLContext on, boolean autoCommit, QueueSpec spec, List<JSONB> validated, Duration delay, Duration ttl) {
-    if (keepAlive.claimRefresh(spec.name())) {
-      refreshKeepAlive(on, spec.name());
-    }
-    List<Long> ids = insertIfQueueExists(on, autoCommit, spec.name(), validated, delay, ttl);
-    if (!ids.isEmpty()) {
-      wakeUp(on, autoCommit, spec.name());
-      return sorted(ids);
-    }
-    if (!spec.autoDeleted()) {
-      keepAlive.forget(spec.name());
-      throw new QueueNotFoundException(spec.name());
-    }
-    ids = QueueStatements.healAndInsertItems(on, spec, validated, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
-    keepAlive.refreshed(spec.name());
-    log.info("re-created auto-deleted queue \"{}\" on publish (it had been reaped)", spec.name());
-    wakeUp(on, autoCommit, spec.name());
-    return sorted(ids);
-  }
-
-  /**
-   * The fast path: inserts into an existing queue, or returns no ids if the queue is missing. The statement depends on
-   * the connection: in autocommit the plain insert (whose 23503 aborts nothing else), inside a transaction one that
-   * cannot raise 23503 at all.
-   */
-  private static List<Long> insertIfQueueExists(
-      DSLContext on, boolean autoCommit, String queue, List<JSONB> validated, Duration delay, Duration ttl) {
-    if (!autoCommit) {
-      return QueueStatements.insertItemsIfQueueExists(on, queue, validated, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
-    }
-    try {
-      return QueueStatements.insertItems(on, queue, validated, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
-    } catch (DataAccessException e) {
-      if (QueueStatements.isMissingQueue(e)) {
-        return List.of();
-      }
-      throw e;
-    }
-  }
-
-  /**
-   * Sends the (coalesced) wake-up after the insert. In autocommit the messages are already committed, and a wake-up
-   * only shortens latency (subscribers poll), so its failure is logged, not thrown: throwing would report a committed
-   * publish as failed, and a caller retrying it would publish it twice. Inside the caller's transaction the failure
-   * is thrown, since that transaction is lost.
-   */
-  private void wakeUp(DSLContext on, boolean autoCommit, String queue) {
-    try {
-      wakeups.published(on, queue);
-    } catch (RuntimeException e) {
-      if (!autoCommit) {
-        throw e;
-      }
-      log.warn("published to \"{}\" (committed), but its wake-up notification failed ({}); subscribers find the"
-          + " messages by polling", queue, e.toString());
-    }
-  }
-
-  // Before the insert, so that if it fails no message has been committed behind the caller's back (autocommit).
-  private void refreshKeepAlive(DSLContext on, String queue) {
-    try {
-      QueueStatements.refreshIfStale(on, queue, config.keepAliveInterval());
-    } catch (RuntimeException e) {
-      keepAlive.forget(queue);
-      throw e;
-    }
+    return publisher.publish(ctx, spec, validated, options.delay(), ttl);
   }
 
   /**
@@ -298,7 +215,9 @@ public final class MessageQueueRepository {
     if (messages.isEmpty()) {
       return List.of();
     }
-    return sorted(QueueStatements.ack(ctx, messages));
+    List<Long> acked = new ArrayList<>(QueueStatements.ack(ctx, messages));
+    Collections.sort(acked);
+    return acked;
   }
 
   /** Acks one claimed message. @return whether it was deleted (see {@link #ack(Collection)}) */
@@ -329,7 +248,7 @@ public final class MessageQueueRepository {
   public void bindQueue(QueueSpec spec) {
     Objects.requireNonNull(spec, "spec");
     QueueStatements.bind(ctx, spec);
-    keepAlive.refreshed(spec.name());
+    publisher.keptAlive(spec.name());
   }
 
   /**
@@ -340,9 +259,9 @@ public final class MessageQueueRepository {
    */
   public boolean touch(String queueName) {
     QueueSpec.requireValidName(queueName);
-    boolean written = QueueStatements.refresh(ctx, queueName) > 0;
+    boolean written = QueueStatements.touch(ctx, queueName) > 0;
     if (written) {
-      keepAlive.refreshed(queueName);
+      publisher.keptAlive(queueName);
     }
     return written;
   }
@@ -366,7 +285,7 @@ public final class MessageQueueRepository {
         return new ReapBatch(locked.size(), deleted);
       });
       reaped.addAll(batch.deleted());
-      batch.deleted().forEach(keepAlive::forget);
+      batch.deleted().forEach(publisher::forget);
       // A full batch may mean more idle queues; a batch that deleted nothing means the rest are held back by
       // messages committed since its first statement, and looping would only find them again.
       if (batch.locked() < config.reapBatchSize() || batch.deleted().isEmpty()) {
@@ -404,7 +323,7 @@ public final class MessageQueueRepository {
 
   /** How many queues' keep-alive deadlines this repository currently remembers (bounded by the config). */
   int trackedQueues() {
-    return keepAlive.trackedQueues();
+    return publisher.trackedQueues();
   }
 
   private Duration requireValid(QueueSpec spec, PublishOptions options) {
@@ -415,13 +334,6 @@ public final class MessageQueueRepository {
       throw new IllegalArgumentException("publish options are null");
     }
     return options.effectiveTtl(config);
-  }
-
-  private static List<Long> sorted(List<Long> ids) {
-    // Identity values are drawn in insertion order, which follows the payloads' order (ORDER BY ordinal).
-    List<Long> copy = new ArrayList<>(ids);
-    Collections.sort(copy);
-    return copy;
   }
 
   /**

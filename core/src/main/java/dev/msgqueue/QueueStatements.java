@@ -52,7 +52,7 @@ import org.jooq.types.DayToSecond;
  *   <li>{@link #insertItems} (autocommit) and {@link #insertItemsIfQueueExists} (in a caller's transaction): FOR KEY
  *       SHARE on the queue row, the lock the foreign-key check takes. KEY SHARE conflicts only with FOR UPDATE (a
  *       delete), so publishers never block each other, nor the keep-alive write.
- *   <li>{@link #refreshIfStale}: FOR NO KEY UPDATE on the queue row, SKIP LOCKED: compatible with publishers' KEY
+ *   <li>{@link #touchIfStale}: FOR NO KEY UPDATE on the queue row, SKIP LOCKED: compatible with publishers' KEY
  *       SHARE, and it never waits for another keep-alive writer or for the reaper.
  *   <li>{@link #healAndInsertItems} and {@link #bind}: an upsert, NO KEY UPDATE on an existing row.
  *   <li>{@link #lockIdleQueues}: FOR UPDATE SKIP LOCKED, so the reaper skips any queue that an in-flight publish or
@@ -141,7 +141,7 @@ final class QueueStatements {
   /**
    * The heal path: re-creates a reaped auto-deleted queue with the publisher's attributes and inserts the payloads,
    * in one statement, so no reaper can run between the two. A concurrent healer's row wins (its attributes stay) and
-   * only {@code "lastActive"} is refreshed.
+   * only {@code "lastActive"} is written.
    */
   static InsertResultStep<MessageQueueItemRecord> healAndInsertItems(
       DSLContext ctx, QueueSpec spec, List<JSONB> payloads, Duration delay, Duration ttl) {
@@ -191,16 +191,16 @@ final class QueueStatements {
    *
    * @return 1 if it wrote the row, else 0
    */
-  static int refreshIfStale(DSLContext ctx, String queue, Duration maxAge) {
-    return refresh(ctx, queue, row -> row.LAST_ACTIVE.isNull().or(row.LAST_ACTIVE.lt(utcNowMinus(maxAge))));
+  static int touchIfStale(DSLContext ctx, String queue, Duration maxAge) {
+    return touch(ctx, queue, row -> row.LAST_ACTIVE.isNull().or(row.LAST_ACTIVE.lt(utcNowMinus(maxAge))));
   }
 
-  /** Like {@link #refreshIfStale} whatever the row's age: a consumer's explicit keep-alive. */
-  static int refresh(DSLContext ctx, String queue) {
-    return refresh(ctx, queue, row -> noCondition());
+  /** Like {@link #touchIfStale} whatever the row's age: a consumer's explicit keep-alive. */
+  static int touch(DSLContext ctx, String queue) {
+    return touch(ctx, queue, row -> noCondition());
   }
 
-  private static int refresh(DSLContext ctx, String queue, Function<MessageQueue, Condition> due) {
+  private static int touch(DSLContext ctx, String queue, Function<MessageQueue, Condition> due) {
     MessageQueue locked = Q.as("locked");
     return ctx.update(Q)
         .set(Q.LAST_ACTIVE, utcNow())
