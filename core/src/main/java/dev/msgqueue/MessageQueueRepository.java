@@ -37,6 +37,16 @@ import org.slf4j.LoggerFactory;
  * bound to it with {@link #withContext(DSLContext)}: its messages commit or roll back with your transaction. The
  * publish path assumes READ COMMITTED, PostgreSQL's default. {@link #reapIdleQueues()} and
  * {@link #deleteExpiredItems()} run their own short transactions, one per batch.
+ *
+ * <p>A publish in your transaction never makes your transaction hold the queue row, so no other publisher or
+ * subscriber waits for your commit: the keep-alive write and the re-creation of a reaped auto-deleted queue each
+ * commit at once, in autocommit, on a connection of the repository's own context (an empty re-created queue left by
+ * a rollback is reaped like any idle queue). That needs a context whose connections are not your transaction's:
+ * create the repository over your connection pool itself, and pass your transaction's context to the view. If the
+ * repository's own context hands out your transaction's connection (a context over that connection, or a data
+ * source such as Spring's {@code TransactionAwareDataSourceProxy}), both writes run inside your transaction instead:
+ * still correct, but other publishers to a queue healed that way wait for your commit (at most
+ * {@link MsgQueueConfig#statementTimeout()}), and the keep-alive holds the queue row until then.
  */
 public final class MessageQueueRepository {
   /** The most messages {@link #publishBatch} takes in one call (one statement). */
@@ -66,8 +76,9 @@ public final class MessageQueueRepository {
     Objects.requireNonNull(ctx, "ctx");
     Objects.requireNonNull(config, "config");
     requirePostgres(ctx);
-    return new MessageQueueRepository(bounded(ctx, config), config, new Payloads(config.maxPayloadBytes()),
-        new Publisher(config, new IntervalThrottle(config.keepAliveInterval(), config.maxTrackedQueues()),
+    DSLContext own = bounded(ctx, config);
+    return new MessageQueueRepository(own, config, new Payloads(config.maxPayloadBytes()),
+        new Publisher(own, config, new IntervalThrottle(config.keepAliveInterval(), config.maxTrackedQueues()),
             Wakeups.from(config)));
   }
 
@@ -79,7 +90,9 @@ public final class MessageQueueRepository {
   /**
    * A view of this repository that runs its statements on {@code transactionContext}, typically the
    * {@code configuration.dsl()} of a jOOQ transaction or {@code DSL.using(connection)} of your own open transaction.
-   * It shares this repository's configuration, keep-alive throttle and wake-up coalescing.
+   * It shares this repository's configuration, keep-alive throttle and wake-up coalescing, and writes the keep-alive
+   * and heals through this repository's own context (see the class documentation), which must therefore not be
+   * bound to the same transaction.
    */
   public MessageQueueRepository withContext(DSLContext transactionContext) {
     Objects.requireNonNull(transactionContext, "transactionContext");

@@ -54,7 +54,8 @@ import org.jooq.types.DayToSecond;
  *       delete), so publishers never block each other, nor the keep-alive write.
  *   <li>{@link #touchIfStale}: FOR NO KEY UPDATE on the queue row, SKIP LOCKED: compatible with publishers' KEY
  *       SHARE, and it never waits for another keep-alive writer or for the reaper.
- *   <li>{@link #healAndInsertItems} and {@link #bind}: an upsert, NO KEY UPDATE on an existing row.
+ *   <li>{@link #healAndInsertItems}, {@link #createOrTouch} and {@link #bind}: an upsert, NO KEY UPDATE on an existing
+ *       row.
  *   <li>{@link #lockIdleQueues}: FOR UPDATE SKIP LOCKED, so the reaper skips any queue that an in-flight publish or
  *       keep-alive holds, and never waits.
  *   <li>{@link #claim}: FOR UPDATE SKIP LOCKED on the claimed item rows only, so competing consumers never wait for
@@ -155,6 +156,15 @@ final class QueueStatements {
             .crossJoin(payloadRows(payloads))
             .orderBy(ORDINAL))
         .returning(I.ID);
+  }
+
+  /**
+   * Creates the queue with {@code spec}'s attributes, or, if it exists, only writes its {@code "lastActive"}: the heal
+   * of a publish in a caller's transaction, run in autocommit on the repository's own connection. An upsert, NO KEY
+   * UPDATE on an existing row for the statement's duration.
+   */
+  static int createOrTouch(DSLContext ctx, QueueSpec spec) {
+    return upsertQueue(ctx, spec, false).execute();
   }
 
   /** Creates the queue, or updates all its attributes, and sets {@code "lastActive"}. */

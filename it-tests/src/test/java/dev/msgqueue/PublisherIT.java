@@ -30,14 +30,15 @@ class PublisherIT {
   private final List<String> statements = new CopyOnWriteArrayList<>();
   private final DSLContext recorded;
   private final MsgQueueConfig config = MsgQueueConfig.builder().wakeupNotifications(false).build();
-  private final Publisher publisher = new Publisher(config,
-      new IntervalThrottle(config.keepAliveInterval(), config.maxTrackedQueues()), Wakeups.from(config));
+  private final Publisher publisher;
 
   PublisherIT(TestDatabase db) {
     this.db = db;
     this.rows = new QueueRows(db.dsl());
     this.recorded = DSL.using(db.dataSource(), SQLDialect.POSTGRES);
     recorded.configuration().set(ExecuteListener.onExecuteStart(ctx -> statements.add(ctx.sql())));
+    this.publisher = new Publisher(recorded, config,
+        new IntervalThrottle(config.keepAliveInterval(), config.maxTrackedQueues()), Wakeups.from(config));
   }
 
   private List<Long> publish(DSLContext ctx, QueueSpec spec, String... payloads) {
