@@ -46,7 +46,7 @@ class CallerTransactionHoldsNoQueueRowIT {
         db.dataSourceWithOptions("-c lock_timeout=500"), MsgQueueConfig.defaults());
 
     try (Session caller = Session.open(db)) {
-      long inTransaction = repository.withContext(caller.dsl()).publish(spec, "{\"in\": \"tx\"}");
+      long inTransaction = repository.inTransaction(caller.dsl()).publish(spec, "{\"in\": \"tx\"}");
       // The caller's transaction stays open across the other replica's publishes.
       long first = otherReplica.publish(spec, "{\"n\": 1}");
       Thread.sleep(1_000);
@@ -66,7 +66,7 @@ class CallerTransactionHoldsNoQueueRowIT {
     bindAndReap(spec);
 
     try (Session caller = Session.open(db)) {
-      long id = repository.withContext(caller.dsl()).publish(spec, "{}");
+      long id = repository.inTransaction(caller.dsl()).publish(spec, "{}");
       caller.rollback();
       assertThat(rows.item(id)).isNull();
     }
@@ -85,7 +85,7 @@ class CallerTransactionHoldsNoQueueRowIT {
     MessageQueueRepository replica = MessageQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
 
     try (Session caller = Session.open(db); Session probe = Session.open(db)) {
-      long id = replica.withContext(caller.dsl()).publish(spec, "{}");
+      long id = replica.inTransaction(caller.dsl()).publish(spec, "{}");
 
       // Written and committed already, not by the caller's transaction.
       assertThat(rows.queue("kept-alive-in-tx").getLastActive())
