@@ -1,5 +1,6 @@
 package dev.msgqueue;
 
+import java.sql.Connection;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -51,6 +52,8 @@ import org.slf4j.LoggerFactory;
 public final class MessageQueueRepository {
   /** The most messages {@link #publishBatch} takes in one call (one statement). */
   public static final int MAX_BATCH_SIZE = 10_000;
+  /** The most single-message publishes one coalesced statement carries (see {@link MsgQueueConfig#publishCoalescing}). */
+  static final int MAX_COALESCED_MESSAGES = 1_000;
   /** The shortest lease: the timestamps' precision, so that every re-claim stores a strictly later deadline. */
   public static final Duration MIN_LEASE = Duration.ofMillis(1);
   private static final Logger log = LoggerFactory.getLogger(MessageQueueRepository.class);
@@ -59,8 +62,12 @@ public final class MessageQueueRepository {
   private final MsgQueueConfig config;
   private final Payloads payloads;
   private final Publisher publisher;
+  /** Group commit of this repository's own autocommit publishes; {@code null} when off, and in views. */
+  private final PublishCoalescer coalescer;
 
-  private MessageQueueRepository(DSLContext ctx, MsgQueueConfig config, Payloads payloads, Publisher publisher) {
+  private MessageQueueRepository(
+      DSLContext ctx, MsgQueueConfig config, Payloads payloads, Publisher publisher, PublishCoalescer coalescer) {
+    this.coalescer = coalescer;
     this.ctx = ctx;
     this.config = config;
     this.payloads = payloads;
@@ -77,9 +84,11 @@ public final class MessageQueueRepository {
     Objects.requireNonNull(config, "config");
     requirePostgres(ctx);
     DSLContext own = bounded(ctx, config);
-    return new MessageQueueRepository(own, config, new Payloads(config.maxPayloadBytes()),
-        new Publisher(own, config, new IntervalThrottle(config.keepAliveInterval(), config.maxTrackedQueues()),
-            Wakeups.from(config)));
+    Publisher publisher = new Publisher(own, config,
+        new IntervalThrottle(config.keepAliveInterval(), config.maxTrackedQueues()), Wakeups.from(config));
+    PublishCoalescer coalescer = config.publishCoalescing()
+        ? new PublishCoalescer(publisher, own, MAX_COALESCED_MESSAGES) : null;
+    return new MessageQueueRepository(own, config, new Payloads(config.maxPayloadBytes()), publisher, coalescer);
   }
 
   /** A repository taking a connection from {@code dataSource} per statement (or per batch transaction). */
@@ -103,7 +112,7 @@ public final class MessageQueueRepository {
   MessageQueueRepository boundTo(DSLContext context) {
     Objects.requireNonNull(context, "transactionContext");
     requirePostgres(context);
-    return new MessageQueueRepository(bounded(context, config), config, payloads, publisher);
+    return new MessageQueueRepository(bounded(context, config), config, payloads, publisher, null);
   }
 
   public MsgQueueConfig config() {
@@ -118,7 +127,7 @@ public final class MessageQueueRepository {
   /** Publishes a JSON text payload. @return the message id */
   public long publish(QueueSpec spec, String json, PublishOptions options) {
     JSONB payload = payloads.validate(json);
-    return publishValidated(spec, List.of(payload), options).get(0);
+    return publishOne(spec, payload, options);
   }
 
   /** Publishes a {@code jsonb} payload with default options. @return the message id */
@@ -129,7 +138,7 @@ public final class MessageQueueRepository {
   /** Publishes a {@code jsonb} payload. @return the message id */
   public long publish(QueueSpec spec, JSONB payload, PublishOptions options) {
     JSONB validated = payloads.validate(payload);
-    return publishValidated(spec, List.of(validated), options).get(0);
+    return publishOne(spec, validated, options);
   }
 
   /** Publishes several payloads to one queue in one statement, with default options. */
@@ -166,6 +175,15 @@ public final class MessageQueueRepository {
       return List.of();
     }
     return publishValidated(spec, validated, options);
+  }
+
+  private long publishOne(QueueSpec spec, JSONB payload, PublishOptions options) {
+    Duration ttl = requireValid(spec, options);
+    // Only in autocommit: a publish on a connection with autocommit off belongs to that connection's transaction.
+    if (coalescer != null && ctx.connectionResult(Connection::getAutoCommit)) {
+      return coalescer.publish(spec, payload, options.delay(), ttl);
+    }
+    return publisher.publish(ctx, spec, List.of(payload), options.delay(), ttl).get(0);
   }
 
   private List<Long> publishValidated(QueueSpec spec, List<JSONB> validated, PublishOptions options) {

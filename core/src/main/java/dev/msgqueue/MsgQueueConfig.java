@@ -28,6 +28,10 @@ import java.util.Objects;
  * @param wakeupWindow the coalescing window of those notifications: at most one per queue per window per repository
  *     (share one repository per service). Subscribers also re-claim once this long after a wake-up, to pick up the
  *     messages whose notification was coalesced away.
+ * @param publishCoalescing whether concurrent single-message publishes in autocommit to the same queue (same spec,
+ *     delay and TTL) from different threads of one repository are combined into one statement and one commit (group
+ *     commit): a publish that finds none in flight goes out at once; those arriving meanwhile go out together next.
+ *     Publishes in a caller's transaction are never combined.
  */
 public record MsgQueueConfig(
     Duration keepAliveInterval,
@@ -40,7 +44,8 @@ public record MsgQueueConfig(
     Duration statementTimeout,
     Duration lockTimeout,
     boolean wakeupNotifications,
-    Duration wakeupWindow) {
+    Duration wakeupWindow,
+    boolean publishCoalescing) {
 
   /** The largest payload this library accepts at all: PostgreSQL's jsonb limit is far above, but memory is not. */
   public static final int PAYLOAD_BYTES_CEILING = 64 * 1024 * 1024;
@@ -113,6 +118,7 @@ public record MsgQueueConfig(
     private Duration lockTimeout = Duration.ofSeconds(5);
     private boolean wakeupNotifications = true;
     private Duration wakeupWindow = Wakeups.defaultWindow();
+    private boolean publishCoalescing = true;
 
     private Builder() { }
 
@@ -171,11 +177,16 @@ public record MsgQueueConfig(
       return this;
     }
 
+    public Builder publishCoalescing(boolean value) {
+      this.publishCoalescing = value;
+      return this;
+    }
+
     /** @throws IllegalArgumentException naming the first invalid value */
     public MsgQueueConfig build() {
       return new MsgQueueConfig(keepAliveInterval, reapIdleThreshold, reapBatchSize, cleanupBatchSize,
           defaultMessageTtl, maxPayloadBytes, maxTrackedQueues, statementTimeout, lockTimeout, wakeupNotifications,
-          wakeupWindow);
+          wakeupWindow, publishCoalescing);
     }
   }
 }
