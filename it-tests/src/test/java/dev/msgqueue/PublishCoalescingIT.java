@@ -80,7 +80,20 @@ class PublishCoalescingIT {
   }
 
   private static int messagesIn(ExecuteContext ctx) {
-    return (int) ctx.query().getBindValues().stream().filter(JSONB.class::isInstance).count();
+    return payloadsOf(ctx).size();
+  }
+
+  /** The payloads an insert carries, whether bound one by one or as one array. */
+  private static List<JSONB> payloadsOf(ExecuteContext ctx) {
+    List<JSONB> payloads = new ArrayList<>();
+    for (Object value : ctx.query().getBindValues()) {
+      if (value instanceof JSONB json) {
+        payloads.add(json);
+      } else if (value instanceof JSONB[] array) {
+        payloads.addAll(List.of(array));
+      }
+    }
+    return payloads;
   }
 
   /** Runs {@code perThread} publishes on each of {@link #THREADS} threads, started together. */
@@ -172,8 +185,7 @@ class PublishCoalescingIT {
   void oneCallersFailingMessageFailsOnlyThatCaller() throws Exception {
     // Stands in for a message the server rejects: any insert carrying it fails, as a batch or alone.
     ExecuteListener rejectPoison = ExecuteListener.onExecuteStart(ctx -> {
-      if (isItemInsert(ctx) && ctx.query().getBindValues().stream()
-          .anyMatch(value -> value instanceof JSONB json && json.data().contains("poison"))) {
+      if (isItemInsert(ctx) && payloadsOf(ctx).stream().anyMatch(json -> json.data().contains("poison"))) {
         throw new DataAccessException("rejected by the test: poison");
       }
     });

@@ -32,9 +32,11 @@ final class Strategies {
   static final String UPSERT_PER_PUBLISH = "upsert-per-publish";
   static final String OPTIMISTIC_HEAL = "optimistic-heal";
   static final String MSGQUEUE = "msgqueue";
+  static final String MSGQUEUE_UNCOALESCED = "msgqueue-uncoalesced";
   static final String NO_FK_CEILING = "no-fk-ceiling";
   /** The order of the report's columns and rows. */
-  static final List<String> CONTENTION_ORDER = List.of(UPSERT_PER_PUBLISH, OPTIMISTIC_HEAL, MSGQUEUE, NO_FK_CEILING);
+  static final List<String> CONTENTION_ORDER =
+      List.of(UPSERT_PER_PUBLISH, OPTIMISTIC_HEAL, MSGQUEUE_UNCOALESCED, MSGQUEUE, NO_FK_CEILING);
 
   /** The SQLSTATE of a foreign-key violation: the item's queue row does not exist. */
   static final String FOREIGN_KEY_VIOLATION = "23503";
@@ -81,13 +83,32 @@ final class Strategies {
   }
 
   /**
-   * This project's publish path, {@link MessageQueueRepository#publish}: payload validation, the KEY SHARE insert,
-   * the throttled keep-alive and the heal. All publishers share {@code repository} (as all threads of one service
-   * do: its keep-alive bookkeeping is per repository), each through a view on its own connection.
+   * This project's publish path as a service uses it, {@link MessageQueueRepository#publish} on a repository over a
+   * connection pool ({@code pooledRepository}), with publish coalescing on (the default): concurrent publishes share
+   * statements and commits. The publisher's own connection is left idle.
    */
-  static PublishStrategy msgqueue(Message message, MessageQueueRepository repository) {
+  static PublishStrategy msgqueue(Message message, MessageQueueRepository pooledRepository) {
     PublishOptions options = PublishOptions.defaults().withTtl(message.ttl());
-    return strategy(MSGQUEUE, ctx -> {
+    return strategy(MSGQUEUE, ctx -> () -> {
+      pooledRepository.publish(message.queue(), message.payload(), options);
+      return 1;
+    });
+  }
+
+  /**
+   * This project's publish path without coalescing, {@link MessageQueueRepository#publish}: payload validation, the
+   * KEY SHARE insert, the throttled keep-alive and the heal, one statement per publish. All publishers share
+   * {@code repository} (as all threads of one service do: its keep-alive throttle is per repository), each through a
+   * view on its own autocommit connection (views never coalesce).
+   */
+  static PublishStrategy msgqueueUncoalesced(Message message, MessageQueueRepository repository) {
+    return msgqueueUncoalesced(MSGQUEUE_UNCOALESCED, message, repository);
+  }
+
+  /** {@link #msgqueueUncoalesced(Message, MessageQueueRepository)} reported under {@code id}. */
+  static PublishStrategy msgqueueUncoalesced(String id, Message message, MessageQueueRepository repository) {
+    PublishOptions options = PublishOptions.defaults().withTtl(message.ttl());
+    return strategy(id, ctx -> {
       TransactionalQueue onThisConnection = repository.inTransaction(ctx);
       return () -> {
         onThisConnection.publish(message.queue(), message.payload(), options);
