@@ -12,7 +12,10 @@ import dev.msgqueue.QueueSpec;
 import dev.msgqueue.TransactionalQueue;
 import dev.msgqueue.jooq.tables.MessageQueue;
 import dev.msgqueue.jooq.tables.MessageQueueItem;
+import java.io.StringReader;
 import java.time.Duration;
+import java.time.LocalDateTime;
+import java.time.ZoneOffset;
 import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
@@ -23,6 +26,8 @@ import org.jooq.Field;
 import org.jooq.JSONB;
 import org.jooq.Record1;
 import org.jooq.exception.DataAccessException;
+import org.postgresql.PGConnection;
+import org.postgresql.copy.CopyManager;
 
 /**
  * The publish strategies the benchmark compares. All insert the same payload with the same {@code "readAfter"} and
@@ -136,6 +141,33 @@ final class Strategies {
       TransactionalQueue onThisConnection = repository.inTransaction(ctx);
       return () -> onThisConnection.publishBatch(message.queue(), batch, options).size();
     });
+  }
+
+  /**
+   * pgjdbc's COPY of {@code batchSize} copies of the message, as a bulk sender without msgqueue would do it:
+   * {@code COPY "MessageQueueItem"("payload", "readAfter", "expiresAt", "queueId") FROM STDIN}, timestamps computed on
+   * the client in UTC. It returns no ids and has no heal: a missing queue fails the whole COPY with 23503.
+   */
+  static PublishStrategy copyBatch(Message message, int batchSize) {
+    String sql = "COPY \"" + I.getName() + "\"(\"" + I.PAYLOAD.getName() + "\", \"" + I.READ_AFTER.getName() + "\", \""
+        + I.EXPIRES_AT.getName() + "\", \"" + I.QUEUE_ID.getName() + "\") FROM STDIN";
+    String payload = copyText(message.payload().data());
+    String queue = copyText(message.queue().name());
+    return strategy("copy-" + batchSize, ctx -> () -> ctx.connectionResult(connection -> {
+      CopyManager copy = connection.unwrap(PGConnection.class).getCopyAPI();
+      LocalDateTime now = LocalDateTime.now(ZoneOffset.UTC);
+      String rowSuffix = "\t" + now + "\t" + now.plus(message.ttl()) + "\t" + queue + "\n";
+      StringBuilder rows = new StringBuilder(batchSize * (payload.length() + rowSuffix.length()));
+      for (int i = 0; i < batchSize; i++) {
+        rows.append(payload).append(rowSuffix);
+      }
+      return (int) copy.copyIn(sql, new StringReader(rows.toString()));
+    }));
+  }
+
+  /** A value in COPY's text format: backslash, tab, newline and carriage return escaped. */
+  private static String copyText(String value) {
+    return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r");
   }
 
   private static long plainInsert(DSLContext ctx, MessageQueueItem table, Message message) {

@@ -54,6 +54,12 @@ final class TargetChecks {
       }
     }
     if (batching != null) {
+      BatchingScenario.Row thousand = batching.row(1000);
+      BatchingScenario.Row copyThousand = batching.copyRow(1000);
+      if (thousand != null && copyThousand != null) {
+        checks.add(atLeast("publishBatch(1000) / COPY of 1000", 0.8,
+            thousand.messagesPerSecond() / copyThousand.messagesPerSecond(), "1 publisher, messages/s"));
+      }
       BatchingScenario.Row hundred = batching.row(100);
       if (hundred != null && Double.isFinite(hundred.speedupOverSingle())) {
         checks.add(atLeast("publishBatch(100) / single-message rate", 10, hundred.speedupOverSingle(),
