@@ -7,6 +7,11 @@ import java.util.Collection;
 import java.util.Collections;
 import java.util.Comparator;
 import java.util.List;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.Optional;
 import javax.sql.DataSource;
 import org.jooq.DSLContext;
@@ -66,6 +71,8 @@ public final class MessageQueueRepository {
   private final PublishCoalescer coalescer;
   private final IdleQueueReaper reaper;
   private final ExpiredMessageCleanup cleanup;
+  // Shared with every view of this repository, so metrics bound once see all of them.
+  private volatile AtomicReference<MessageQueueEvents> events = new AtomicReference<>(MessageQueueEvents.NONE);
 
   private MessageQueueRepository(
       DSLContext ctx, MsgQueueConfig config, Payloads payloads, Publisher publisher, PublishCoalescer coalescer) {
@@ -88,11 +95,15 @@ public final class MessageQueueRepository {
     Arguments.requireNonNull(config, "config");
     requirePostgres(ctx);
     DSLContext own = bounded(ctx, config);
+    AtomicReference<MessageQueueEvents> events = new AtomicReference<>(MessageQueueEvents.NONE);
     Publisher publisher = new Publisher(own, config,
-        new IntervalThrottle(config.keepAliveInterval(), config.maxTrackedQueues()), Wakeups.from(config));
+        new IntervalThrottle(config.keepAliveInterval(), config.maxTrackedQueues()), Wakeups.from(config), events);
     PublishCoalescer coalescer = config.publishCoalescing()
         ? new PublishCoalescer(publisher, own, MAX_COALESCED_MESSAGES) : null;
-    return new MessageQueueRepository(own, config, new Payloads(config.maxPayloadBytes()), publisher, coalescer);
+    MessageQueueRepository repository =
+        new MessageQueueRepository(own, config, new Payloads(config.maxPayloadBytes()), publisher, coalescer);
+    repository.events = events;
+    return repository;
   }
 
   /** A repository taking a connection from {@code dataSource} per statement (or per batch transaction). */
@@ -116,11 +127,24 @@ public final class MessageQueueRepository {
   MessageQueueRepository boundTo(DSLContext context) {
     Arguments.requireNonNull(context, "transactionContext");
     requirePostgres(context);
-    return new MessageQueueRepository(bounded(context, config), config, payloads, publisher, null);
+    MessageQueueRepository bound = new MessageQueueRepository(bounded(context, config), config, payloads, publisher,
+        null);
+    bound.events = events;
+    return bound;
   }
 
   public MsgQueueConfig config() {
     return config;
+  }
+
+  /** Where this repository and its subscribers and housekeepers report events (metrics); a no-op by default. */
+  MessageQueueEvents events() {
+    return events.get();
+  }
+
+  /** Sends this repository's events (and its views', subscribers' and housekeepers') to {@code sink}. */
+  void reportTo(MessageQueueEvents sink) {
+    events.set(Arguments.requireNonNull(sink, "sink"));
   }
 
   /** The context every statement of this repository runs on (bounded and failure-translating). */
@@ -188,12 +212,22 @@ public final class MessageQueueRepository {
     Duration ttl = requireValid(spec, options);
     // Only in autocommit: a publish on a connection with autocommit off belongs to that connection's transaction.
     if (coalescer != null && ctx.connectionResult(Connection::getAutoCommit)) {
-      return coalescer.publish(spec, payload, options.delay(), ttl);
+      long start = System.nanoTime();
+      long id = coalescer.publish(spec, payload, options.delay(), ttl);
+      events().published(spec.name(), 1, System.nanoTime() - start);
+      return id;
     }
-    return publisher.publish(ctx, spec, List.of(payload), options.delay(), ttl).get(0);
+    return publishValidated(spec, List.of(payload), options).get(0);
   }
 
   private List<Long> publishValidated(QueueSpec spec, List<JSONB> validated, PublishOptions options) {
+    long start = System.nanoTime();
+    List<Long> ids = store(spec, validated, options);
+    events().published(spec.name(), ids.size(), System.nanoTime() - start);
+    return ids;
+  }
+
+  private List<Long> store(QueueSpec spec, List<JSONB> validated, PublishOptions options) {
     Duration ttl = requireValid(spec, options);
     return publisher.publish(ctx, spec, validated, options.delay(), ttl);
   }
@@ -234,11 +268,13 @@ public final class MessageQueueRepository {
     if (max < 1 || max > MAX_BATCH_SIZE) {
       throw new IllegalArgumentException("max must be in [1, " + MAX_BATCH_SIZE + "], was " + max);
     }
+    long start = System.nanoTime();
     List<ClaimedMessage> claimed = new ArrayList<>();
     for (var row : QueueStatements.claim(ctx, queueName, max, lease)) {
       claimed.add(new ClaimedMessage(row.value1(), row.value2(), row.value3(), row.value4()));
     }
     claimed.sort(Comparator.comparingLong(ClaimedMessage::id));
+    events().claimed(queueName, claimed.size(), System.nanoTime() - start);
     return claimed;
   }
 
@@ -254,8 +290,10 @@ public final class MessageQueueRepository {
     if (messages.isEmpty()) {
       return List.of();
     }
+    long start = System.nanoTime();
     List<Long> acked = new ArrayList<>(QueueStatements.ack(ctx, messages));
     Collections.sort(acked);
+    reportAcked(messages, acked, System.nanoTime() - start);
     return acked;
   }
 
@@ -273,7 +311,11 @@ public final class MessageQueueRepository {
   public boolean nack(ClaimedMessage message, Duration delay) {
     Arguments.requireNonNull(message, "message");
     Arguments.requireWithin(delay, "delay", Duration.ZERO, MsgQueueConfig.MAX_MESSAGE_LIFETIME);
-    return QueueStatements.nack(ctx, message, delay) > 0;
+    boolean released = QueueStatements.nack(ctx, message, delay) > 0;
+    if (released) {
+      events().nacked(message.queueName());
+    }
+    return released;
   }
 
   /**
@@ -311,6 +353,7 @@ public final class MessageQueueRepository {
    */
   public List<String> reapIdleQueues() {
     List<String> reaped = reaper.reap();
+    events().reaped(reaped.size());
     reaped.forEach(publisher::forget);
     return reaped;
   }
@@ -323,7 +366,9 @@ public final class MessageQueueRepository {
    * @return how many messages it deleted
    */
   public int deleteExpiredMessages() {
-    return cleanup.deleteExpired();
+    int deleted = cleanup.deleteExpired();
+    events().expiredDeleted(deleted);
+    return deleted;
   }
 
   /**
@@ -351,6 +396,23 @@ public final class MessageQueueRepository {
   /** How many queues' keep-alive deadlines this repository currently remembers (bounded by the config). */
   int trackedQueues() {
     return publisher.trackedQueues();
+  }
+
+  /** Reports an ack per queue (an ack's messages usually share one), its duration with the first message's queue. */
+  private void reportAcked(Collection<ClaimedMessage> messages, List<Long> acked, long nanos) {
+    String first = messages.iterator().next().queueName();
+    if (messages.stream().allMatch(m -> m.queueName().equals(first))) {
+      events().acked(first, acked.size(), nanos);
+      return;
+    }
+    Set<Long> ackedIds = new HashSet<>(acked);
+    Map<String, Integer> perQueue = new HashMap<>();
+    for (ClaimedMessage message : messages) {
+      if (ackedIds.remove(message.id())) {
+        perQueue.merge(message.queueName(), 1, Integer::sum);
+      }
+    }
+    perQueue.forEach((queue, count) -> events().acked(queue, count, queue.equals(first) ? nanos : 0));
   }
 
   private Duration requireValid(QueueSpec spec, PublishOptions options) {

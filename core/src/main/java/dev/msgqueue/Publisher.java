@@ -7,6 +7,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Consumer;
 import org.jooq.DSLContext;
 import org.jooq.JSONB;
@@ -50,6 +51,8 @@ final class Publisher {
   private static final Logger log = LoggerFactory.getLogger(Publisher.class);
 
   private final DSLContext own;
+  /** The repository's event sink (metrics), shared with it and its views. */
+  private final AtomicReference<MessageQueueEvents> events;
   private final MsgQueueConfig config;
   private final IntervalThrottle keepAlive;
   private final Wakeups wakeups;
@@ -58,8 +61,10 @@ final class Publisher {
    * @param own the repository's own context: where a publish inside a caller's transaction writes the keep-alive and
    *     re-creates a reaped queue, each in autocommit
    */
-  Publisher(DSLContext own, MsgQueueConfig config, IntervalThrottle keepAlive, Wakeups wakeups) {
+  Publisher(DSLContext own, MsgQueueConfig config, IntervalThrottle keepAlive, Wakeups wakeups,
+      AtomicReference<MessageQueueEvents> events) {
     this.own = own;
+    this.events = events;
     this.config = config;
     this.keepAlive = keepAlive;
     this.wakeups = wakeups;
@@ -121,6 +126,7 @@ final class Publisher {
   private List<Long> healAndInsert(DSLContext on, QueueSpec spec, List<JSONB> payloads, Duration delay, Duration ttl) {
     List<Long> ids = QueueStatements.healAndInsertItems(on, spec, payloads, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
     keepAlive.restart(spec.name());
+    events.get().healed(spec.name());
     log.info("re-created auto-deleted queue \"{}\" on publish (it had been reaped)", spec.name());
     return ids;
   }
@@ -145,6 +151,7 @@ final class Publisher {
       List<Long> ids = QueueStatements.insertItemsIfQueueExists(on, spec.name(), payloads, delay, ttl)
           .fetch(MESSAGE_QUEUE_ITEM.ID);
       if (!ids.isEmpty()) {
+        events.get().healed(spec.name());
         log.info("re-created auto-deleted queue \"{}\" on publish (it had been reaped)", spec.name());
         return ids;
       }

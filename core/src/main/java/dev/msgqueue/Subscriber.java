@@ -255,9 +255,11 @@ public final class Subscriber implements AutoCloseable {
 
   private void handle(ClaimedMessage message) {
     try {
+      long start = System.nanoTime();
       try {
         handler.handle(message);
       } catch (Exception | Error e) {
+        repository.events().handled(queue.name(), System.nanoTime() - start, true);
         failed.incrementAndGet();
         if (lease != null) {
           log.warn("handler failed on message {} of \"{}\"; it is redelivered after its lease ({})",
@@ -271,6 +273,7 @@ public final class Subscriber implements AutoCloseable {
         }
         return;
       }
+      repository.events().handled(queue.name(), System.nanoTime() - start, false);
       try {
         if (repository.ack(message)) {
           acked.incrementAndGet();

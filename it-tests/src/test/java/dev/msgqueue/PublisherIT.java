@@ -11,6 +11,7 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicReference;
 import org.jooq.DSLContext;
 import org.jooq.ExecuteListener;
 import org.jooq.JSONB;
@@ -38,7 +39,8 @@ class PublisherIT {
     this.recorded = DSL.using(db.dataSource(), SQLDialect.POSTGRES);
     recorded.configuration().set(ExecuteListener.onExecuteStart(ctx -> statements.add(ctx.sql())));
     this.publisher = new Publisher(recorded, config,
-        new IntervalThrottle(config.keepAliveInterval(), config.maxTrackedQueues()), Wakeups.from(config));
+        new IntervalThrottle(config.keepAliveInterval(), config.maxTrackedQueues()), Wakeups.from(config),
+        new AtomicReference<>(MessageQueueEvents.NONE));
   }
 
   private List<Long> publish(DSLContext ctx, QueueSpec spec, String... payloads) {
