@@ -37,8 +37,8 @@ import org.slf4j.LoggerFactory;
  * </ol>
  *
  * <h2>Transactions</h2>
- * The repository runs each statement on its {@link DSLContext}. To publish inside your own transaction, take a view
- * bound to it with {@link #withContext(DSLContext)}: its messages commit or roll back with your transaction. The
+ * The repository runs each statement on its {@link DSLContext}. To publish or consume inside your own transaction, take
+ * the view {@link #inTransaction(DSLContext)}: what it writes commits or rolls back with your transaction. The
  * publish path assumes READ COMMITTED, PostgreSQL's default. {@link #reapIdleQueues()} and
  * {@link #deleteExpiredItems()} run their own short transactions, one per batch.
  */
@@ -83,14 +83,22 @@ public final class MessageQueueRepository {
   }
 
   /**
-   * A view of this repository that runs its statements on {@code transactionContext}, typically the
-   * {@code configuration.dsl()} of a jOOQ transaction or {@code DSL.using(connection)} of your own open transaction.
-   * It shares this repository's configuration, keep-alive bookkeeping and wake-up coalescing.
+   * The operations that belong in a caller's transaction, run on {@code transactionContext}: typically the
+   * {@code configuration.dsl()} of a jOOQ transaction, or {@code DSL.using(connection)} of your own open transaction
+   * (a connection in autocommit works too: each statement then commits on its own). The view never commits, rolls
+   * back or aborts that transaction; maintenance is not on it, since it runs transactions of its own.
+   *
+   * @throws IllegalArgumentException if the context's dialect is not PostgreSQL
    */
-  public MessageQueueRepository withContext(DSLContext transactionContext) {
-    Objects.requireNonNull(transactionContext, "transactionContext");
-    requirePostgres(transactionContext);
-    return new MessageQueueRepository(bounded(transactionContext, config), config, payloads, keepAlive, wakeups);
+  public TransactionalQueue inTransaction(DSLContext transactionContext) {
+    return new TransactionalQueue(boundTo(transactionContext));
+  }
+
+  /** This repository's state and configuration, running its statements on {@code context}. */
+  MessageQueueRepository boundTo(DSLContext context) {
+    Objects.requireNonNull(context, "transactionContext");
+    requirePostgres(context);
+    return new MessageQueueRepository(bounded(context, config), config, payloads, keepAlive, wakeups);
   }
 
   public MsgQueueConfig config() {
@@ -240,7 +248,7 @@ public final class MessageQueueRepository {
   /**
    * Claims up to {@code max} of the queue's messages that are readable now ({@code "readAfter"} reached) and not
    * expired, lowest id first, marking them ASSIGNED, in one statement. Competing consumers never get the same message
-   * and never wait for each other (rows another claim holds are skipped). The compatible mode: a claimed message is
+   * and never wait for each other (rows another claim holds are skipped). Without a lease, a claimed message is
    * never claimable again, so if the consumer dies before {@link #ack} it stays ASSIGNED until it expires and
    * {@link #deleteExpiredItems()} removes it.
    *

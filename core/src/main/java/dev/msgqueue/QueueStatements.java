@@ -46,7 +46,7 @@ import org.jooq.types.DayToSecond;
 
 /**
  * Every statement msgqueue runs, in one place, with the row locks each one takes (PostgreSQL's row-level lock
- * conflict table is in the README's design note):
+ * conflict table and the lock table of every statement are in docs/design.md):
  *
  * <ul>
  *   <li>{@link #insertItems} (autocommit) and {@link #insertItemsIfQueueExists} (in a caller's transaction): FOR KEY
@@ -269,14 +269,14 @@ final class QueueStatements {
    * with the deadline it stored as their receipt.
    *
    * <p>Claimable means {@code "readAfter" <= now AND "expiresAt" > now}, locked FOR UPDATE SKIP LOCKED. Without a
-   * lease (the compatible default) the claim also requires {@code status = 'PENDING'}, exactly today's condition, and
+   * lease (the default mode) the claim also requires {@code status = 'PENDING'}, the classic claim condition, and
    * stores {@code "readAfter" = "expiresAt"}: the item can never be claimable again (it would need
    * {@code "expiresAt" <= now < "expiresAt"}). With a lease it stores {@code "readAfter" = now + lease} and accepts
    * ASSIGNED items too, so an item whose lease ran out is claimable again. Because the re-claim requires the old
    * deadline to be {@code <= now} and the lease is at least 1 ms, every re-claim stores a strictly later deadline at
    * the column's millisecond precision: a receipt is never reissued.
    *
-   * @param lease the lease, at least 1 ms, or {@code null} for the compatible (no redelivery) mode
+   * @param lease the lease, at least 1 ms, or {@code null} for the default (no redelivery) mode
    */
   static Result<Record4<Long, String, JSONB, LocalDateTime>> claim(
       DSLContext ctx, String queue, int max, Duration lease) {

@@ -26,8 +26,8 @@ import org.slf4j.LoggerFactory;
  *       handler slots (a claimed message never waits in memory), again at once while batches come back full, then
  *       waits for a wake-up, a free slot or the poll interval. Polling never stops, wake-ups or not.</li>
  *   <li><b>Outcome.</b> A handler that returns acks its message. One that throws leaves it to the mode: in lease mode
- *       it is redelivered after the lease; in the default mode it stays ASSIGNED until it expires (today's behaviour,
- *       at-most-once). Neither blocks other messages.</li>
+ *       it is redelivered after the lease; in the default mode it stays ASSIGNED until it expires (at-most-once).
+ *       Neither blocks other messages.</li>
  *   <li><b>Queue.</b> {@link Builder#start()} binds the queue; while running it touches the queue every
  *       {@link MsgQueueConfig#keepAliveInterval()}, so an auto-deleted queue with a live subscriber is never reaped,
  *       even with no publishes. Claims and acks never lock the queue row.</li>
@@ -362,7 +362,7 @@ public final class Subscriber implements AutoCloseable {
     /**
      * Turns on lease mode: a message not acked within {@code value} (a handler that threw, or a crashed process) is
      * redelivered, at-least-once. A handler should finish well within the lease, or its message may be handled
-     * twice. Default: off (at-most-once, today's behaviour).
+     * twice. Default: off (at-most-once).
      */
     public Builder lease(Duration value) {
       this.lease = Objects.requireNonNull(value, "lease");

@@ -1,12 +1,20 @@
 package dev.msgqueue;
 
+import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
 import dev.msgqueue.it.Session;
 import dev.msgqueue.it.TestDatabase;
+import java.lang.reflect.Method;
+import java.lang.reflect.Modifier;
 import java.time.Duration;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Set;
+import java.util.stream.Collectors;
 import java.util.concurrent.atomic.AtomicLong;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -38,7 +46,7 @@ class CallerTransactionIT {
     repository.bindQueue(spec);
     AtomicLong id = new AtomicLong();
 
-    db.dsl().transaction(tx -> id.set(repository.withContext(tx.dsl()).publish(spec, "{}")));
+    db.dsl().transaction(tx -> id.set(repository.inTransaction(tx.dsl()).publish(spec, "{}")));
 
     assertThat(rows.item(id.get()).getQueueId()).isEqualTo("tx-commit");
   }
@@ -50,7 +58,7 @@ class CallerTransactionIT {
     AtomicLong id = new AtomicLong();
 
     assertThatThrownBy(() -> db.dsl().transaction(tx -> {
-      id.set(repository.withContext(tx.dsl()).publish(spec, "{}"));
+      id.set(repository.inTransaction(tx.dsl()).publish(spec, "{}"));
       throw new IllegalStateException("the caller's own failure");
     })).isInstanceOf(IllegalStateException.class).hasMessage("the caller's own failure");
 
@@ -64,9 +72,9 @@ class CallerTransactionIT {
     reap("tx-heal-commit");
 
     try (Session caller = Session.open(db)) {
-      long before = repository.withContext(caller.dsl()).publish(spec, "{\"heal\": true}");
+      long before = repository.inTransaction(caller.dsl()).publish(spec, "{\"heal\": true}");
       // The transaction is still healthy after the heal: more work in it succeeds.
-      long after = repository.withContext(caller.dsl()).publish(spec, "{\"heal\": false}");
+      long after = repository.inTransaction(caller.dsl()).publish(spec, "{\"heal\": false}");
       assertThat(rows.exists("tx-heal-commit")).as("invisible before commit").isFalse();
       caller.commit();
 
@@ -82,7 +90,7 @@ class CallerTransactionIT {
     reap("tx-heal-rollback");
 
     try (Session caller = Session.open(db)) {
-      long id = repository.withContext(caller.dsl()).publish(spec, "{}");
+      long id = repository.inTransaction(caller.dsl()).publish(spec, "{}");
       caller.rollback();
 
       assertThat(rows.item(id)).isNull();
@@ -99,7 +107,7 @@ class CallerTransactionIT {
     repository.bindQueue(existing);
 
     try (Session caller = Session.open(db)) {
-      MessageQueueRepository inTx = repository.withContext(caller.dsl());
+      TransactionalQueue inTx = repository.inTransaction(caller.dsl());
       long first = inTx.publish(existing, "{\"n\": 1}");
       assertThatThrownBy(() -> inTx.publish(QueueSpec.durable("tx-missing"), "{}"))
           .isInstanceOf(QueueNotFoundException.class);
@@ -109,5 +117,54 @@ class CallerTransactionIT {
       assertThat(rows.item(first)).isNotNull();
       assertThat(rows.item(second)).isNotNull();
     }
+  }
+  /**
+   * Everything the transactional view offers runs inside the caller's transaction and leaves it open: after all of
+   * it, the caller's rollback takes back the caller's own uncommitted row and every row the view wrote.
+   */
+  @Test
+  void theCallersUncommittedWorkSurvivesEverythingTheViewOffers() {
+    QueueSpec committed = QueueSpec.durable("tx-view-committed");
+    repository.bindQueue(committed);
+    List<Long> earlier = repository.publishBatch(committed, List.of("{\"n\": -2}", "{\"n\": -1}"));
+
+    try (Session caller = Session.open(db)) {
+      caller.dsl().insertInto(MESSAGE_QUEUE)
+          .set(MESSAGE_QUEUE.NAME, "tx-view-callers-own-row")
+          .set(MESSAGE_QUEUE.DURABLE, true)
+          .set(MESSAGE_QUEUE.AUTO_DELETED, false)
+          .set(MESSAGE_QUEUE.EXCLUSIVE, false)
+          .execute();
+      TransactionalQueue view = repository.inTransaction(caller.dsl());
+      QueueSpec bound = QueueSpec.autoDeleted("tx-view-bound");
+      view.bindQueue(bound);
+      assertThat(view.touch(bound.name())).isTrue();
+      long published = view.publish(bound, "{\"n\": 1}");
+      List<Long> batch = view.publishBatch(bound, List.of("{\"n\": 2}", "{\"n\": 3}"));
+      List<ClaimedMessage> claimed = view.claim(committed.name(), 10, Duration.ofMinutes(1));
+      assertThat(claimed).extracting(ClaimedMessage::id).containsExactlyElementsOf(earlier);
+      assertThat(view.nack(claimed.get(0), Duration.ZERO)).isTrue();
+      assertThat(view.ack(claimed.get(1))).isTrue();
+
+      caller.rollback();
+
+      assertThat(rows.exists("tx-view-callers-own-row")).as("the caller's own row").isFalse();
+      assertThat(rows.exists("tx-view-bound")).isFalse();
+      assertThat(rows.item(published)).isNull();
+      assertThat(batch).allSatisfy(id -> assertThat(rows.item(id)).isNull());
+      assertThat(earlier).as("the claim, nack and ack rolled back too").allSatisfy(id ->
+          assertThat(rows.item(id).getStatus()).isEqualTo(MessageQueueItemStatus.PENDING));
+    }
+  }
+
+  @Test
+  void theTransactionalViewOffersNoMaintenance() {
+    Set<String> offered = Arrays.stream(TransactionalQueue.class.getDeclaredMethods())
+        .filter(method -> Modifier.isPublic(method.getModifiers()))
+        .map(Method::getName)
+        .collect(Collectors.toSet());
+
+    assertThat(offered).containsExactlyInAnyOrder(
+        "publish", "publishBatch", "claim", "ack", "nack", "bindQueue", "touch");
   }
 }

@@ -118,7 +118,7 @@ class ClaimIT {
     List<Long> ids = repository.publishBatch(spec, List.of("1", "2", "3", "4"));
 
     db.dsl().transaction(tx -> {
-      List<ClaimedMessage> held = repository.withContext(tx.dsl()).claim(spec.name(), 2);
+      List<ClaimedMessage> held = repository.inTransaction(tx.dsl()).claim(spec.name(), 2);
       assertThat(held).extracting(ClaimedMessage::id).containsExactly(ids.get(0), ids.get(1));
       // Another connection, while the first claim is uncommitted: it must skip the two locked rows, not wait.
       List<ClaimedMessage> other = repository.claim(spec.name(), 10, LONG_LEASE);
@@ -258,10 +258,10 @@ class ClaimIT {
     });
   }
 
-  private <T> T withLockTimeout(java.util.function.Function<MessageQueueRepository, T> work) {
+  private <T> T withLockTimeout(java.util.function.Function<TransactionalQueue, T> work) {
     return db.dsl().transactionResult(other -> {
       other.dsl().execute(DSL.query("SET LOCAL lock_timeout = '2s'")); // plain SQL: jOOQ has no SET LOCAL
-      return work.apply(repository.withContext(other.dsl()));
+      return work.apply(repository.inTransaction(other.dsl()));
     });
   }
 

@@ -119,7 +119,7 @@ class KeepAliveIT {
         .build();
     MessageQueueRepository publisher = MessageQueueRepository.create(db.dataSource(), config);
     MessageQueueRepository reaper = MessageQueueRepository.create(db.dataSource(), config);
-    // Created by its first publish (a heal), never bound again: the seed's failing case.
+    // Created by its first publish (a heal), never bound again: the case an insert-and-heal publisher loses.
     PublishOptions shortLived = PublishOptions.defaults().withTtl(Duration.ofMillis(20));
     long first = publisher.publish(spec, "{}", shortLived);
     assertThat(rows.item(first).getQueueId()).isEqualTo("publisher-only");
@@ -147,7 +147,7 @@ class KeepAliveIT {
 
   @Test
   void controlAQueueFedByPlainInsertsWithoutKeepAliveIsReaped() throws Exception {
-    // The seed's publish path (insert only, no keep-alive), under the same reaper: shows the test above can fail.
+    // An insert-and-heal publish path without keep-alive, under the same reaper: shows the test above can fail.
     MsgQueueConfig config = MsgQueueConfig.builder()
         .keepAliveInterval(Duration.ofMillis(250)).reapIdleThreshold(Duration.ofSeconds(1)).build();
     MessageQueueRepository reaper = MessageQueueRepository.create(db.dataSource(), config);

@@ -45,7 +45,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
- * Issue 6, parts 1 and 2: a ledger stress run under connection faults.
+ * The chaos run (docs/reliability.md): a ledger stress run under connection faults.
  *
  * <p>16 publishers write to 8 auto-deleted and 2 durable queues, each auto-deleted queue going quiet for a phase in
  * every cycle; 4 lease-mode subscribers consume; the reaper and the expired-item cleanup loop with a 1 s idle

@@ -39,9 +39,9 @@ class PublishFastPathIT {
     repository.bindQueue(spec);
 
     try (Session first = Session.open(db); Session second = Session.open(db).lockTimeout(Duration.ofMillis(200))) {
-      long firstId = repository.withContext(first.dsl()).publish(spec, "{\"n\": 1}");
+      long firstId = repository.inTransaction(first.dsl()).publish(spec, "{\"n\": 1}");
       // lock_timeout: had the second publisher waited for any lock the first holds, it would fail with 55P03.
-      long secondId = repository.withContext(second.dsl()).publish(spec, "{\"n\": 2}");
+      long secondId = repository.inTransaction(second.dsl()).publish(spec, "{\"n\": 2}");
       second.commit();
       first.commit();
 
@@ -57,7 +57,7 @@ class PublishFastPathIT {
     repository.bindQueue(spec);
 
     try (Session publisher = Session.open(db); Session probe = Session.open(db)) {
-      repository.withContext(publisher.dsl()).publish(spec, "{}");
+      repository.inTransaction(publisher.dsl()).publish(spec, "{}");
 
       // FOR NO KEY UPDATE conflicts with every row lock but KEY SHARE: it succeeding means nothing stronger is held.
       assertThat(probe.dsl().selectFrom(dev.msgqueue.jooq.Tables.MESSAGE_QUEUE)
@@ -124,7 +124,7 @@ class PublishFastPathIT {
     try (Session tokyo = Session.open(db)) {
       tokyo.dsl().select(org.jooq.impl.DSL.function("set_config", String.class, org.jooq.impl.DSL.inline("TimeZone"),
           org.jooq.impl.DSL.inline("Asia/Tokyo"), org.jooq.impl.DSL.inline(false))).fetch();
-      long id = repository.withContext(tokyo.dsl()).publish(spec, "{}");
+      long id = repository.inTransaction(tokyo.dsl()).publish(spec, "{}");
       tokyo.commit();
 
       assertThat(rows.item(id).getReadAfter()).isCloseTo(rows.serverUtcNow(), within(30, ChronoUnit.SECONDS));

@@ -79,7 +79,7 @@ class ReaperInterleavingsIT {
   @Test
   void b_aPublishInFlightMakesTheReaperSkipTheQueueWithoutWaiting() {
     QueueSpec spec = idleQueue("case-b");
-    long id = repository.withContext(publisher.dsl()).publish(spec, "{}");
+    long id = repository.inTransaction(publisher.dsl()).publish(spec, "{}");
 
     assertThat(reaper.reapIdleQueues()).doesNotContain("case-b");
     publisher.commit();
@@ -95,7 +95,7 @@ class ReaperInterleavingsIT {
     assertThat(locked).containsExactly("case-c");
 
     CompletableFuture<Long> publish = CompletableFuture.supplyAsync(
-        () -> repository.withContext(publisher.dsl()).publish(spec, "{}"));
+        () -> repository.inTransaction(publisher.dsl()).publish(spec, "{}"));
     publisher.awaitWaitingOnLock(db.dsl());
     assertThat(QueueStatements.deleteQueuesWithoutLiveItems(reaperSession.dsl(), locked)).containsExactly("case-c");
     reaperSession.commit();
@@ -137,7 +137,7 @@ class ReaperInterleavingsIT {
   @Test
   void d_aPublishCommittedAfterTheReapersSnapshotButBeforeItsDeleteHoldsTheQueue() throws Exception {
     QueueSpec spec = idleQueue("case-d");
-    long id = repository.withContext(publisher.dsl()).publish(spec, "{}");
+    long id = repository.inTransaction(publisher.dsl()).publish(spec, "{}");
 
     // The reaper's first statement takes its snapshot (the item is not visible) and then waits for the row lock.
     // Production skips locked rows instead; waiting here holds the window open deterministically.
@@ -158,7 +158,7 @@ class ReaperInterleavingsIT {
   @Test
   void d_controlASingleStatementReaperOrphansTheMessageInTheSameInterleaving() throws Exception {
     QueueSpec spec = idleQueue("case-d-control");
-    long id = repository.withContext(publisher.dsl()).publish(spec, "{}");
+    long id = repository.inTransaction(publisher.dsl()).publish(spec, "{}");
 
     // The obvious one-statement reaper: its NOT EXISTS is evaluated in a snapshot taken before the lock wait.
     CompletableFuture<Integer> naiveReap = CompletableFuture.supplyAsync(() -> reaperSession.dsl()
@@ -182,7 +182,7 @@ class ReaperInterleavingsIT {
   @Test
   void e1_aKeepAliveInFlightMakesTheReaperSkipTheQueueWithoutWaiting() {
     QueueSpec spec = idleQueue("case-e1");
-    assertThat(repository.withContext(publisher.dsl()).touch("case-e1")).isTrue();
+    assertThat(repository.inTransaction(publisher.dsl()).touch("case-e1")).isTrue();
 
     assertThat(reaper.reapIdleQueues()).doesNotContain("case-e1");
     publisher.commit();
@@ -197,7 +197,7 @@ class ReaperInterleavingsIT {
     QueueSpec spec = idleQueue("case-e2");
     List<String> locked = QueueStatements.lockIdleQueues(reaperSession.dsl(), config.reapIdleThreshold(), 10);
     try (Session keepAlive = Session.open(db).lockTimeout(Duration.ofMillis(500))) {
-      assertThat(repository.withContext(keepAlive.dsl()).touch("case-e2")).isFalse();
+      assertThat(repository.inTransaction(keepAlive.dsl()).touch("case-e2")).isFalse();
       keepAlive.commit();
     }
     assertThat(QueueStatements.deleteQueuesWithoutLiveItems(reaperSession.dsl(), locked)).containsExactly("case-e2");
@@ -215,7 +215,7 @@ class ReaperInterleavingsIT {
     rows.makeIdle("case-e3", IDLE);
     MessageQueueRepository newReplica = MessageQueueRepository.create(db.dataSource(), config);
     // A new replica's first publish is due a keep-alive: it writes lastActive inside the publisher's transaction.
-    long id = newReplica.withContext(publisher.dsl()).publish(spec, "{}");
+    long id = newReplica.inTransaction(publisher.dsl()).publish(spec, "{}");
 
     assertThat(reaper.reapIdleQueues()).doesNotContain("case-e3");
     publisher.commit();

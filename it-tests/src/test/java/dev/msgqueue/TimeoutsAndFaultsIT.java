@@ -137,7 +137,7 @@ class TimeoutsAndFaultsIT {
       repository.bindQueue(inTransaction);
       try (Connection connection = notifyDies.getConnection()) {
         connection.setAutoCommit(false);
-        assertThatThrownBy(() -> repository.withContext(DSL.using(connection, SQLDialect.POSTGRES))
+        assertThatThrownBy(() -> repository.inTransaction(DSL.using(connection, SQLDialect.POSTGRES))
             .publish(inTransaction, "{}"))
             .isInstanceOf(MsgQueueConnectionException.class);
       }

@@ -126,7 +126,7 @@ class WakeupsIT {
 
     try {
       db.dsl().transaction(tx -> {
-        repository.withContext(tx.dsl()).publish(rolledBack, "1");
+        repository.inTransaction(tx.dsl()).publish(rolledBack, "1");
         throw new IllegalStateException("roll back (expected by the test)");
       });
     } catch (IllegalStateException expected) {

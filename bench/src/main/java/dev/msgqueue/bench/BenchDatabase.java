@@ -6,6 +6,9 @@ import static org.jooq.impl.DSL.count;
 import static org.jooq.impl.DSL.field;
 import static org.jooq.impl.DSL.table;
 
+import dev.msgqueue.QueueRows;
+import dev.msgqueue.it.Migrations;
+import dev.msgqueue.it.PostgresServer;
 import dev.msgqueue.jooq.tables.MessageQueueItem;
 import java.sql.Connection;
 import java.sql.DriverManager;
@@ -21,7 +24,7 @@ import org.jooq.SQLDialect;
 import org.jooq.impl.DSL;
 
 /**
- * The benchmark's own database on the {@link BenchServer}: created fresh, migrated with the msgqueue changelog, plus
+ * The benchmark's own database on the {@link PostgresServer}: created fresh, migrated with the msgqueue changelog, plus
  * the foreign-key-free copy of the item table for the {@code no-fk-ceiling} strategy; dropped at the end. A database
  * of its own means the benchmark never touches a user's msgqueue tables on {@code --jdbc-url}.
  */
@@ -29,7 +32,7 @@ final class BenchDatabase implements AutoCloseable {
   /** The item table without its foreign key: what an insert costs with no parent row at all. */
   static final MessageQueueItem ITEM_WITHOUT_FK = MESSAGE_QUEUE_ITEM.rename("MessageQueueItemNoFk");
 
-  private final BenchServer server;
+  private final PostgresServer server;
   private final String name;
   private final String url;
   private final Connection controlConnection;
@@ -40,7 +43,7 @@ final class BenchDatabase implements AutoCloseable {
   private final boolean checkpointBeforeCells;
   private final AtomicBoolean closed = new AtomicBoolean();
 
-  private BenchDatabase(BenchServer server, String name, boolean keep, boolean checkpointBeforeCells)
+  private BenchDatabase(PostgresServer server, String name, boolean keep, boolean checkpointBeforeCells)
       throws SQLException {
     this.server = server;
     this.name = name;
@@ -60,14 +63,13 @@ final class BenchDatabase implements AutoCloseable {
    * @param checkpointBeforeCells issue a CHECKPOINT in every {@link #reset()} (the quick mode skips it: its figures
    *     mean nothing and each checkpoint costs a fraction of a second on a busy server)
    */
-  static BenchDatabase create(BenchServer server, boolean keep, boolean checkpointBeforeCells) throws SQLException {
+  static BenchDatabase create(PostgresServer server, boolean keep, boolean checkpointBeforeCells) throws SQLException {
     String name = "msgqueue_bench_" + LocalDateTime.now().format(DateTimeFormatter.ofPattern("yyyyMMdd_HHmmss"))
         + "_" + UUID.randomUUID().toString().substring(0, 6);
-    try (Connection admin = DriverManager.getConnection(server.adminUrl().value())) {
-      DSL.using(admin, SQLDialect.POSTGRES).createDatabase(name).execute();
-    } catch (SQLException | RuntimeException e) {
-      throw new SQLException("could not create the benchmark database on " + server.description()
-          + " (the user needs CREATEDB): " + e.getMessage(), e);
+    try {
+      server.createDatabase(name);
+    } catch (SQLException e) {
+      throw new SQLException(e.getMessage() + " (the benchmark's user needs CREATEDB)", e);
     }
     BenchDatabase database = new BenchDatabase(server, name, keep, checkpointBeforeCells);
     try (Connection migration = database.connect()) {
@@ -179,8 +181,7 @@ final class BenchDatabase implements AutoCloseable {
   }
 
   long unexpiredOrphans() {
-    return control.fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.isNull()
-        .and(MESSAGE_QUEUE_ITEM.EXPIRES_AT.gt(BenchSql.utcNow())));
+    return new QueueRows(control).unexpiredOrphans();
   }
 
   long items() {
@@ -188,7 +189,7 @@ final class BenchDatabase implements AutoCloseable {
   }
 
   boolean queueExists(String queueName) {
-    return control.fetchExists(MESSAGE_QUEUE, MESSAGE_QUEUE.NAME.eq(queueName));
+    return new QueueRows(control).exists(queueName);
   }
 
   @Override
@@ -204,11 +205,9 @@ final class BenchDatabase implements AutoCloseable {
     if (keep) {
       return;
     }
-    try (Connection admin = DriverManager.getConnection(server.adminUrl().value())) {
-      // WITH (FORCE) (PostgreSQL 13+) ends sessions still connected, e.g. publishers of a run interrupted by Ctrl-C;
-      // jOOQ's dropDatabase cannot render it.
-      DSL.using(admin, SQLDialect.POSTGRES).execute("DROP DATABASE IF EXISTS " + DSL.using(SQLDialect.POSTGRES)
-          .render(DSL.name(name)) + (serverVersionNum >= 130000 ? " WITH (FORCE)" : ""));
+    try {
+      // Ends sessions still connected, e.g. publishers of a run interrupted by Ctrl-C.
+      server.dropDatabase(name);
     } catch (SQLException | RuntimeException e) {
       System.err.println("msgqueue-bench: could not drop the benchmark database " + name + ": " + e.getMessage());
     }

@@ -9,6 +9,7 @@ import dev.msgqueue.MessageQueueRepository;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.QueueSpec;
 import dev.msgqueue.Subscriber;
+import dev.msgqueue.TransactionalQueue;
 import dev.msgqueue.WakeupListener;
 import java.io.IOException;
 import java.io.PrintStream;
@@ -108,8 +109,8 @@ final class EndToEndScenario implements Scenario {
         Connection publisherConnection = database.connect()) {
       MessageQueueRepository repository = MessageQueueRepository.create(pool, config);
       // The same repository's coalescing, as one service sharing one repository would have it.
-      MessageQueueRepository publisher =
-          repository.withContext(DSL.using(publisherConnection, SQLDialect.POSTGRES));
+      TransactionalQueue publisher =
+          repository.inTransaction(DSL.using(publisherConnection, SQLDialect.POSTGRES));
       // Its own DriverManager connection, never the pool's: a LISTEN connection is held for good.
       WakeupListener listener = wakeups ? WakeupListener.start(database::connect) : null;
       try {
@@ -145,7 +146,7 @@ final class EndToEndScenario implements Scenario {
   }
 
   /** The warm-up stream followed without a pause by the measured one, on one schedule. */
-  private PublishedStream publish(MessageQueueRepository publisher) {
+  private PublishedStream publish(TransactionalQueue publisher) {
     int rate = settings.ratePerSecond();
     int warmupCount = (int) (settings.warmup().toNanos() * rate / 1_000_000_000L);
     int measuredCount = (int) Math.max(1, settings.publishFor().toNanos() * rate / 1_000_000_000L);

@@ -29,7 +29,7 @@ import org.jooq.impl.DSL;
  * orphaned ({@code "queueId"} set NULL by the foreign key's ON DELETE SET NULL, so no consumer can read them) and
  * the publishes that failed.
  *
- * <p>Each run pairs a publish strategy with a reaper: {@code idle-only}, the reaper the seed was written against
+ * <p>Each run pairs a publish strategy with a reaper: {@code idle-only}, the one-statement reaper fleets commonly run
  * (deletes every auto-deleted queue idle longer than the threshold), or {@code msgqueue}'s
  * {@link MessageQueueRepository#reapIdleQueues} (also skips queues that hold unexpired items). Pairing each publish
  * path with each reaper shows which mechanism prevents what.
@@ -111,7 +111,7 @@ final class ReaperRaceScenario implements Scenario {
           .where(MESSAGE_QUEUE.AUTO_DELETED.isTrue())
           .and(MESSAGE_QUEUE.LAST_ACTIVE.lt(BenchSql.utcNowMinus(config.reapIdleThreshold())))
           .execute();
-      case MSGQUEUE_REAPER -> ctx -> repository.withContext(ctx).reapIdleQueues().size();
+      case MSGQUEUE_REAPER -> ctx -> MessageQueueRepository.create(ctx, config).reapIdleQueues().size();
       default -> throw new IllegalStateException(reaperKind);
     };
 

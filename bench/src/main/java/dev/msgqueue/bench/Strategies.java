@@ -9,6 +9,7 @@ import static org.jooq.impl.DSL.val;
 import dev.msgqueue.MessageQueueRepository;
 import dev.msgqueue.PublishOptions;
 import dev.msgqueue.QueueSpec;
+import dev.msgqueue.TransactionalQueue;
 import dev.msgqueue.jooq.tables.MessageQueue;
 import dev.msgqueue.jooq.tables.MessageQueueItem;
 import java.time.Duration;
@@ -47,7 +48,7 @@ final class Strategies {
   record Message(QueueSpec queue, JSONB payload, Duration ttl) { }
 
   /**
-   * The design the seed replaced (the #2 self-heal): every publish upserts the queue row, setting
+   * The upsert design: every publish upserts the queue row, setting
    * {@code "lastActive"}, and inserts the item, in one statement. The upsert takes the row's exclusive lock, so
    * concurrent publishers to one queue serialize on it.
    */
@@ -59,8 +60,8 @@ final class Strategies {
   }
 
   /**
-   * The seed: a plain insert (the foreign-key check takes only KEY SHARE on the queue row); on 23503, and only then,
-   * the upsert-and-insert statement above. It never refreshes {@code "lastActive"} otherwise: no keep-alive.
+   * Optimistic insert: a plain insert (the foreign-key check takes only KEY SHARE on the queue row); on 23503, and
+   * only then, the upsert-and-insert statement above. It never refreshes {@code "lastActive"} otherwise: no keep-alive.
    *
    * @param heals counts the publishes that took the heal path
    */
@@ -87,7 +88,7 @@ final class Strategies {
   static PublishStrategy msgqueue(Message message, MessageQueueRepository repository) {
     PublishOptions options = PublishOptions.defaults().withTtl(message.ttl());
     return strategy(MSGQUEUE, ctx -> {
-      MessageQueueRepository onThisConnection = repository.withContext(ctx);
+      TransactionalQueue onThisConnection = repository.inTransaction(ctx);
       return () -> {
         onThisConnection.publish(message.queue(), message.payload(), options);
         return 1;
@@ -96,7 +97,7 @@ final class Strategies {
   }
 
   /**
-   * The physical ceiling: the seed's plain insert into {@link BenchDatabase#ITEM_WITHOUT_FK}, the same columns and
+   * The physical ceiling: the same plain insert into {@link BenchDatabase#ITEM_WITHOUT_FK}, the same columns and
    * indexes without the foreign key, so no parent row is read or locked at all.
    */
   static PublishStrategy noFkCeiling(Message message) {
@@ -111,7 +112,7 @@ final class Strategies {
     PublishOptions options = PublishOptions.defaults().withTtl(message.ttl());
     List<String> batch = Collections.nCopies(batchSize, message.payload().data());
     return strategy("msgqueue-batch-" + batchSize, ctx -> {
-      MessageQueueRepository onThisConnection = repository.withContext(ctx);
+      TransactionalQueue onThisConnection = repository.inTransaction(ctx);
       return () -> onThisConnection.publishBatch(message.queue(), batch, options).size();
     });
   }

@@ -21,7 +21,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
- * The publish/subscribe example of the README (Consuming), in a package of its own so that it can only use the public API.
+ * The publish/subscribe example of docs/consuming.md, in a package of its own so that it can only use the public API.
  * Keep the two in step.
  */
 @ExtendWith(MsgQueueDatabaseExtension.class)
@@ -40,7 +40,7 @@ class ConsumingExampleIT {
             // Return normally: acked (deleted). Throw: redelivered once the lease runs out.
             handled.add(message.payload());
           })
-          .lease(Duration.ofSeconds(30)) // at-least-once; leave out for at-most-once (today's behaviour)
+          .lease(Duration.ofSeconds(30)) // at-least-once; leave out for at-most-once
           .concurrency(8)
           .batchSize(16)
           .wakeups(wakeups)
@@ -50,7 +50,7 @@ class ConsumingExampleIT {
       DSLContext dsl = DSL.using(pool, SQLDialect.POSTGRES);
       dsl.transaction(tx -> {
         // ... your own writes on tx.dsl() ...
-        queues.withContext(tx.dsl()).publish(orders, "{\"orderId\": 42}");
+        queues.inTransaction(tx.dsl()).publish(orders, "{\"orderId\": 42}");
       });
 
       // On shutdown: stop claiming, finish and ack the in-flight handlers (bounded), then stop listening.

@@ -13,30 +13,33 @@ import java.time.LocalDateTime;
 import org.jooq.DSLContext;
 import org.jooq.impl.SQLDataType;
 
-/** Reads and arranges queue rows for tests, through the typed tables. */
-final class QueueRows {
+/**
+ * Reads and arranges queue rows for tests, through the typed tables. It lives in core's package because it reuses the
+ * server-clock expressions core writes its timestamps with.
+ */
+public final class QueueRows {
   private final DSLContext dsl;
 
-  QueueRows(DSLContext dsl) {
+  public QueueRows(DSLContext dsl) {
     this.dsl = dsl;
   }
 
-  MessageQueueRecord queue(String name) {
+  public MessageQueueRecord queue(String name) {
     return dsl.selectFrom(MESSAGE_QUEUE).where(MESSAGE_QUEUE.NAME.eq(name)).fetchOne();
   }
 
-  boolean exists(String name) {
+  public boolean exists(String name) {
     return queue(name) != null;
   }
 
   /** The row version's creating transaction: changes exactly when the row is written. */
-  String rowVersion(String name) {
+  public String rowVersion(String name) {
     return dsl.select(cast(field(name("xmin")), SQLDataType.VARCHAR))
         .from(MESSAGE_QUEUE).where(MESSAGE_QUEUE.NAME.eq(name)).fetchSingle().value1();
   }
 
   /** Makes the queue look idle for {@code idleFor}, as if nothing had touched it since. */
-  void makeIdle(String name, Duration idleFor) {
+  public void makeIdle(String name, Duration idleFor) {
     dsl.update(MESSAGE_QUEUE)
         .set(MESSAGE_QUEUE.LAST_ACTIVE, QueueStatements.utcNowMinus(idleFor))
         .where(MESSAGE_QUEUE.NAME.eq(name))
@@ -44,28 +47,28 @@ final class QueueRows {
   }
 
   /** Makes every item of the queue expired. */
-  void expireItems(String name) {
+  public void expireItems(String name) {
     dsl.update(MESSAGE_QUEUE_ITEM)
         .set(MESSAGE_QUEUE_ITEM.EXPIRES_AT, QueueStatements.utcNowMinus(Duration.ofSeconds(1)))
         .where(MESSAGE_QUEUE_ITEM.QUEUE_ID.eq(name))
         .execute();
   }
 
-  MessageQueueItemRecord item(long id) {
+  public MessageQueueItemRecord item(long id) {
     return dsl.selectFrom(MESSAGE_QUEUE_ITEM).where(MESSAGE_QUEUE_ITEM.ID.eq(id)).fetchOne();
   }
 
-  int itemsOf(String name) {
+  public int itemsOf(String name) {
     return dsl.fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.eq(name));
   }
 
   /** Unexpired items whose queue was deleted under them: what must never exist. */
-  int unexpiredOrphans() {
+  public int unexpiredOrphans() {
     return dsl.fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.isNull()
         .and(MESSAGE_QUEUE_ITEM.EXPIRES_AT.gt(QueueStatements.utcNow())));
   }
 
-  LocalDateTime serverUtcNow() {
+  public LocalDateTime serverUtcNow() {
     return dsl.select(QueueStatements.utcNow()).fetchSingle().value1();
   }
 }

@@ -4,12 +4,9 @@ import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import java.sql.Connection;
 import java.sql.SQLException;
-import java.sql.Statement;
 import java.util.Locale;
 import java.util.UUID;
 import javax.sql.DataSource;
-import com.zaxxer.hikari.HikariConfig;
-import com.zaxxer.hikari.HikariDataSource;
 import org.jooq.DSLContext;
 import org.jooq.SQLDialect;
 import org.jooq.impl.DSL;
@@ -46,11 +43,10 @@ public final class TestDatabase implements AutoCloseable {
     String sanitized = label.replaceAll("[^A-Za-z0-9]", "").toLowerCase(Locale.ROOT);
     String name = "mq_" + sanitized.substring(0, Math.min(40, sanitized.length())) + "_"
         + UUID.randomUUID().toString().substring(0, 8);
-    // DDL on databases: jOOQ has no DROP DATABASE ... WITH (FORCE), so the fixture speaks plain SQL here.
-    try (Connection admin = server.adminConnection(); Statement statement = admin.createStatement()) {
-      statement.execute("CREATE DATABASE \"" + name + "\"");
+    try {
+      server.createDatabase(name);
     } catch (SQLException e) {
-      throw new IllegalStateException("could not create test database " + name + " on " + server.description(), e);
+      throw new IllegalStateException(e.getMessage(), e);
     }
     return new TestDatabase(server, name);
   }
@@ -116,8 +112,8 @@ public final class TestDatabase implements AutoCloseable {
   @Override
   public void close() {
     pool.close();
-    try (Connection admin = server.adminConnection(); Statement statement = admin.createStatement()) {
-      statement.execute("DROP DATABASE IF EXISTS \"" + name + "\" WITH (FORCE)");
+    try {
+      server.dropDatabase(name);
     } catch (SQLException e) {
       throw new IllegalStateException("could not drop test database " + name, e);
     }

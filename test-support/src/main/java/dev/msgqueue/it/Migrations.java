@@ -1,18 +1,26 @@
 package dev.msgqueue.it;
 
 import java.sql.Connection;
+import java.util.Map;
 import liquibase.Scope;
+import liquibase.UpdateSummaryOutputEnum;
 import liquibase.command.CommandScope;
 import liquibase.command.core.RollbackCountCommandStep;
 import liquibase.command.core.UpdateCommandStep;
 import liquibase.command.core.helpers.DbUrlConnectionArgumentsCommandStep;
+import liquibase.command.core.helpers.ShowSummaryArgument;
 import liquibase.database.Database;
 import liquibase.database.DatabaseFactory;
 import liquibase.database.jvm.JdbcConnection;
 import liquibase.exception.LiquibaseException;
 import liquibase.resource.ClassLoaderResourceAccessor;
+import liquibase.ui.LoggerUIService;
 
-/** Applies and rolls back the msgqueue changelog from the msgqueue-migrations jar, as a consuming service would. */
+/**
+ * Applies and rolls back the msgqueue changelog from the msgqueue-migrations jar on the classpath, as a consuming
+ * service does (Liquibase's CommandScope API). Liquibase's console output (the update summary) goes to its log
+ * instead, so it stays out of test and benchmark reports. Liquibase leaves the connection with autocommit off.
+ */
 public final class Migrations {
   /** The changelog's classpath location, the one a service includes from its own changelog. */
   public static final String CHANGELOG = "db/changelog/msgqueue/db.changelog-master.xml";
@@ -36,17 +44,23 @@ public final class Migrations {
     try {
       Database database = DatabaseFactory.getInstance()
           .findCorrectDatabaseImplementation(new JdbcConnection(connection));
-      Scope.child(Scope.Attr.resourceAccessor.name(), new ClassLoaderResourceAccessor(), () -> {
+      Map<String, Object> scopeValues = Map.of(
+          Scope.Attr.resourceAccessor.name(), new ClassLoaderResourceAccessor(),
+          Scope.Attr.ui.name(), new LoggerUIService());
+      Scope.child(scopeValues, () -> {
         CommandScope scope = new CommandScope(command)
             .addArgumentValue(DbUrlConnectionArgumentsCommandStep.DATABASE_ARG, database)
             .addArgumentValue(UpdateCommandStep.CHANGELOG_FILE_ARG, changelog);
         if (count != null) {
           scope.addArgumentValue(RollbackCountCommandStep.COUNT_ARG, count);
+        } else {
+          scope.addArgumentValue(ShowSummaryArgument.SHOW_SUMMARY_OUTPUT, UpdateSummaryOutputEnum.LOG);
         }
         scope.execute();
       });
     } catch (LiquibaseException e) {
-      throw new IllegalStateException("liquibase " + String.join(" ", command) + " failed", e);
+      throw new IllegalStateException("liquibase " + String.join(" ", command) + " of " + changelog + " failed: "
+          + e.getMessage(), e);
     } catch (Exception e) {
       throw new IllegalStateException(e);
     }
