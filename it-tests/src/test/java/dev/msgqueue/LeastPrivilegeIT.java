@@ -128,16 +128,16 @@ class LeastPrivilegeIT {
     repository.bindQueue(orders);
     long single = repository.publish(orders, "{\"n\": 1}");
     List<Long> batch = repository.publishBatch(orders, List.of("{\"n\": 2}", "{\"n\": 3}"));
-    long inTransaction = asApp().transactionResult(tx -> repository.withContext(tx.dsl()).publish(orders, "{\"n\": 4}"));
+    long inTransaction = asApp().transactionResult(tx -> repository.inTransaction(tx.dsl()).publish(orders, "{\"n\": 4}"));
     assertThatThrownBy(() -> asApp().transaction(tx -> {
-      repository.withContext(tx.dsl()).publish(orders, "{\"n\": \"rolled back\"}");
+      repository.inTransaction(tx.dsl()).publish(orders, "{\"n\": \"rolled back\"}");
       throw new IllegalStateException("roll back");
     })).hasMessage("roll back");
 
     // heal: an auto-deleted queue that does not exist is created by the publish, in autocommit and in a transaction
     long healed = repository.publish(QueueSpec.autoDeleted("healed"), "{\"n\": 5}");
     long healedInTransaction = asApp().transactionResult(
-        tx -> repository.withContext(tx.dsl()).publish(QueueSpec.autoDeleted("healed-tx"), "{\"n\": 6}"));
+        tx -> repository.inTransaction(tx.dsl()).publish(QueueSpec.autoDeleted("healed-tx"), "{\"n\": 6}"));
     assertThat(asApp().fetchCount(MESSAGE_QUEUE, MESSAGE_QUEUE.NAME.in("healed", "healed-tx"))).isEqualTo(2);
 
     // claim / ack (compatible mode), claim / nack / re-claim / ack (lease mode)
@@ -225,7 +225,7 @@ class LeastPrivilegeIT {
       repository.bindQueue(QueueSpec.autoDeleted(name));
       repository.publish(QueueSpec.autoDeleted(name), payload);
       repository.publishBatch(QueueSpec.durable(name), List.of(payload, payload));
-      asApp().transaction(tx -> repository.withContext(tx.dsl()).publish(QueueSpec.durable(name), payload));
+      asApp().transaction(tx -> repository.inTransaction(tx.dsl()).publish(QueueSpec.durable(name), payload));
       repository.publish(QueueSpec.autoDeleted(name + " healed"), payload); // the heal path
       assertThat(repository.touch(name)).isTrue();
       List<ClaimedMessage> claimed = repository.claim(name, 10, Duration.ofSeconds(30));

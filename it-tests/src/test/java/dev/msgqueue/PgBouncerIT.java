@@ -111,16 +111,16 @@ class PgBouncerIT {
       published.addAll(repository.publishBatch(orders, List.of("{\"b\": " + i + "}", "{\"c\": " + i + "}")));
       int n = i;
       published.add(viaBouncer.transactionResult(
-          tx -> repository.withContext(tx.dsl()).publish(orders, "{\"tx\": " + n + "}")));
+          tx -> repository.inTransaction(tx.dsl()).publish(orders, "{\"tx\": " + n + "}")));
     }
     assertThatThrownBy(() -> viaBouncer.transaction(tx -> {
-      repository.withContext(tx.dsl()).publish(orders, "{\"rolled\": \"back\"}");
+      repository.inTransaction(tx.dsl()).publish(orders, "{\"rolled\": \"back\"}");
       throw new IllegalStateException("roll back");
     })).hasMessage("roll back");
 
     // A missing durable queue inside a caller's transaction raises the typed error and leaves the transaction usable.
     long afterMissing = viaBouncer.transactionResult(tx -> {
-      MessageQueueRepository inTx = repository.withContext(tx.dsl());
+      TransactionalQueue inTx = repository.inTransaction(tx.dsl());
       assertThatThrownBy(() -> inTx.publish(QueueSpec.durable("missing"), "{}"))
           .isInstanceOf(QueueNotFoundException.class);
       return inTx.publish(orders, "{\"after\": \"missing\"}");
@@ -130,7 +130,7 @@ class PgBouncerIT {
     // heal, in autocommit and in a caller's transaction
     long healed = repository.publish(QueueSpec.autoDeleted("healed"), "{}");
     long healedInTx = viaBouncer.transactionResult(
-        tx -> repository.withContext(tx.dsl()).publish(QueueSpec.autoDeleted("healed-tx"), "{}"));
+        tx -> repository.inTransaction(tx.dsl()).publish(QueueSpec.autoDeleted("healed-tx"), "{}"));
     assertThat(repository.claim("healed", 5)).extracting(ClaimedMessage::id).containsExactly(healed);
     assertThat(repository.claim("healed-tx", 5)).extracting(ClaimedMessage::id).containsExactly(healedInTx);
 
@@ -172,7 +172,7 @@ class PgBouncerIT {
     repository.bindQueue(queue);
     repository.publish(queue, "{}");
     repository.publishBatch(queue, List.of("{}", "{}"));
-    DSL.using(single, SQLDialect.POSTGRES).transaction(tx -> repository.withContext(tx.dsl()).publish(queue, "{}"));
+    DSL.using(single, SQLDialect.POSTGRES).transaction(tx -> repository.inTransaction(tx.dsl()).publish(queue, "{}"));
     repository.ack(repository.claim(queue.name(), 10, Duration.ofSeconds(30)));
     repository.touch(queue.name());
     repository.deleteExpiredItems(); // sets lock_timeout for its transaction
