@@ -9,7 +9,7 @@ import java.util.Collection;
 import java.util.Collections;
 import java.util.Comparator;
 import java.util.List;
-import java.util.Objects;
+import java.util.Optional;
 import javax.sql.DataSource;
 import org.jooq.DSLContext;
 import org.jooq.JSONB;
@@ -40,7 +40,7 @@ import org.slf4j.LoggerFactory;
  * The repository runs each statement on its {@link DSLContext}. To publish or consume inside your own transaction, take
  * the view {@link #inTransaction(DSLContext)}: what it writes commits or rolls back with your transaction. The
  * publish path assumes READ COMMITTED, PostgreSQL's default. {@link #reapIdleQueues()} and
- * {@link #deleteExpiredItems()} run their own short transactions, one per batch.
+ * {@link #deleteExpiredMessages()} run their own short transactions, one per batch.
  */
 public final class MessageQueueRepository {
   /** The most messages {@link #publishBatch} takes in one call (one statement). */
@@ -54,6 +54,8 @@ public final class MessageQueueRepository {
   private final Payloads payloads;
   private final KeepAliveTracker keepAlive;
   private final Wakeups wakeups;
+  private final IdleQueueReaper reaper;
+  private final ExpiredMessageCleanup cleanup;
 
   private MessageQueueRepository(
       DSLContext ctx, MsgQueueConfig config, Payloads payloads, KeepAliveTracker keepAlive, Wakeups wakeups) {
@@ -62,6 +64,8 @@ public final class MessageQueueRepository {
     this.payloads = payloads;
     this.keepAlive = keepAlive;
     this.wakeups = wakeups;
+    this.reaper = new IdleQueueReaper(ctx, config);
+    this.cleanup = new ExpiredMessageCleanup(ctx, config);
   }
 
   /**
@@ -70,8 +74,8 @@ public final class MessageQueueRepository {
    * @throws IllegalArgumentException if the dialect is not PostgreSQL
    */
   public static MessageQueueRepository create(DSLContext ctx, MsgQueueConfig config) {
-    Objects.requireNonNull(ctx, "ctx");
-    Objects.requireNonNull(config, "config");
+    Arguments.requireNonNull(ctx, "ctx");
+    Arguments.requireNonNull(config, "config");
     requirePostgres(ctx);
     return new MessageQueueRepository(bounded(ctx, config), config, new Payloads(config.maxPayloadBytes()),
         new KeepAliveTracker(config.keepAliveInterval(), config.maxTrackedQueues()), Wakeups.from(config));
@@ -79,7 +83,7 @@ public final class MessageQueueRepository {
 
   /** A repository taking a connection from {@code dataSource} per statement (or per batch transaction). */
   public static MessageQueueRepository create(DataSource dataSource, MsgQueueConfig config) {
-    return create(DSL.using(Objects.requireNonNull(dataSource, "dataSource"), SQLDialect.POSTGRES), config);
+    return create(DSL.using(Arguments.requireNonNull(dataSource, "dataSource"), SQLDialect.POSTGRES), config);
   }
 
   /**
@@ -96,13 +100,18 @@ public final class MessageQueueRepository {
 
   /** This repository's state and configuration, running its statements on {@code context}. */
   MessageQueueRepository boundTo(DSLContext context) {
-    Objects.requireNonNull(context, "transactionContext");
+    Arguments.requireNonNull(context, "transactionContext");
     requirePostgres(context);
     return new MessageQueueRepository(bounded(context, config), config, payloads, keepAlive, wakeups);
   }
 
   public MsgQueueConfig config() {
     return config;
+  }
+
+  /** The context every statement of this repository runs on (bounded and failure-translating). */
+  DSLContext context() {
+    return ctx;
   }
 
   /** Publishes a JSON text payload with default options. @return the message id */
@@ -141,9 +150,7 @@ public final class MessageQueueRepository {
    *     payload (naming its index), before any SQL
    */
   public List<Long> publishBatch(QueueSpec spec, List<String> jsonPayloads, PublishOptions options) {
-    if (jsonPayloads == null) {
-      throw new IllegalArgumentException("payloads is null");
-    }
+    Arguments.requireNonNull(jsonPayloads, "payloads");
     if (jsonPayloads.size() > MAX_BATCH_SIZE) {
       throw new IllegalArgumentException(
           "a batch holds at most " + MAX_BATCH_SIZE + " payloads, was " + jsonPayloads.size());
@@ -250,7 +257,7 @@ public final class MessageQueueRepository {
    * expired, lowest id first, marking them ASSIGNED, in one statement. Competing consumers never get the same message
    * and never wait for each other (rows another claim holds are skipped). Without a lease, a claimed message is
    * never claimable again, so if the consumer dies before {@link #ack} it stays ASSIGNED until it expires and
-   * {@link #deleteExpiredItems()} removes it.
+   * {@link #deleteExpiredMessages()} removes it.
    *
    * @return the claimed messages, in id order; empty if none is claimable
    * @throws IllegalArgumentException for an invalid queue name or {@code max} outside [1, {@value #MAX_BATCH_SIZE}]
@@ -273,12 +280,7 @@ public final class MessageQueueRepository {
 
   /** @throws IllegalArgumentException unless {@code lease} is in [{@link #MIN_LEASE}, a year] */
   static Duration requireValidLease(Duration lease) {
-    Objects.requireNonNull(lease, "lease");
-    if (lease.compareTo(MIN_LEASE) < 0 || lease.compareTo(MsgQueueConfig.MAX_MESSAGE_LIFETIME) > 0) {
-      throw new IllegalArgumentException(
-          "lease must be in [" + MIN_LEASE + ", " + MsgQueueConfig.MAX_MESSAGE_LIFETIME + "], was " + lease);
-    }
-    return lease;
+    return Arguments.requireWithin(lease, "lease", MIN_LEASE, MsgQueueConfig.MAX_MESSAGE_LIFETIME);
   }
 
   private List<ClaimedMessage> claimValidated(String queueName, int max, Duration lease) {
@@ -302,7 +304,7 @@ public final class MessageQueueRepository {
    * @return the ids deleted; fewer than given means some claims were no longer held
    */
   public List<Long> ack(Collection<ClaimedMessage> messages) {
-    Objects.requireNonNull(messages, "messages");
+    Arguments.requireNoNulls(messages, "messages");
     if (messages.isEmpty()) {
       return List.of();
     }
@@ -311,7 +313,7 @@ public final class MessageQueueRepository {
 
   /** Acks one claimed message. @return whether it was deleted (see {@link #ack(Collection)}) */
   public boolean ack(ClaimedMessage message) {
-    return !ack(List.of(Objects.requireNonNull(message, "message"))).isEmpty();
+    return !ack(List.of(Arguments.requireNonNull(message, "message"))).isEmpty();
   }
 
   /**
@@ -321,12 +323,8 @@ public final class MessageQueueRepository {
    * @return whether it was released
    */
   public boolean nack(ClaimedMessage message, Duration delay) {
-    Objects.requireNonNull(message, "message");
-    Objects.requireNonNull(delay, "delay");
-    if (delay.isNegative() || delay.compareTo(MsgQueueConfig.MAX_MESSAGE_LIFETIME) > 0) {
-      throw new IllegalArgumentException(
-          "delay must be zero or positive and at most " + MsgQueueConfig.MAX_MESSAGE_LIFETIME + ", was " + delay);
-    }
+    Arguments.requireNonNull(message, "message");
+    Arguments.requireWithin(delay, "delay", Duration.ZERO, MsgQueueConfig.MAX_MESSAGE_LIFETIME);
     return QueueStatements.nack(ctx, message, delay) > 0;
   }
 
@@ -335,7 +333,7 @@ public final class MessageQueueRepository {
    * the queue row until the surrounding transaction ends; publishers are not blocked by it.
    */
   public void bindQueue(QueueSpec spec) {
-    Objects.requireNonNull(spec, "spec");
+    Arguments.requireNonNull(spec, "spec");
     QueueStatements.bind(ctx, spec);
     keepAlive.refreshed(spec.name());
   }
@@ -359,55 +357,47 @@ public final class MessageQueueRepository {
    * Deletes auto-deleted queues idle for longer than {@link MsgQueueConfig#reapIdleThreshold()} that hold no
    * unexpired message, in batches of {@link MsgQueueConfig#reapBatchSize()}, each batch its own transaction. Never
    * waits for publishers: a queue with an in-flight publish or keep-alive is skipped (and is not idle anyway).
+   * {@link Housekeeper} runs this on a schedule.
    *
    * @return the names of the queues deleted
    */
   public List<String> reapIdleQueues() {
-    List<String> reaped = new ArrayList<>();
-    while (true) {
-      ReapBatch batch = ctx.transactionResult(tx -> {
-        QueueStatements.limitLockWaits(tx.dsl(), config.lockTimeout());
-        List<String> locked = QueueStatements.lockIdleQueues(
-            tx.dsl(), config.reapIdleThreshold(), config.reapBatchSize());
-        List<String> deleted = locked.isEmpty() ? List.of()
-            : QueueStatements.deleteQueuesWithoutLiveItems(tx.dsl(), locked);
-        return new ReapBatch(locked.size(), deleted);
-      });
-      reaped.addAll(batch.deleted());
-      batch.deleted().forEach(keepAlive::forget);
-      // A full batch may mean more idle queues; a batch that deleted nothing means the rest are held back by
-      // messages committed since its first statement, and looping would only find them again.
-      if (batch.locked() < config.reapBatchSize() || batch.deleted().isEmpty()) {
-        break;
-      }
-    }
-    if (!reaped.isEmpty()) {
-      log.info("reaped {} idle auto-deleted queue(s)", reaped.size());
-      log.debug("reaped queues: {}", reaped);
-    }
+    List<String> reaped = reaper.reap();
+    reaped.forEach(keepAlive::forget);
     return reaped;
   }
 
   /**
    * Deletes expired messages, orphans (whose queue was deleted) included, in batches of
    * {@link MsgQueueConfig#cleanupBatchSize()}, each batch its own transaction; skips rows locked by consumers.
+   * {@link Housekeeper} runs this on a schedule.
    *
    * @return how many messages it deleted
    */
-  public int deleteExpiredItems() {
-    int total = 0;
-    int deleted;
-    do {
-      deleted = ctx.transactionResult(tx -> {
-        QueueStatements.limitLockWaits(tx.dsl(), config.lockTimeout());
-        return QueueStatements.deleteExpiredItems(tx.dsl(), config.cleanupBatchSize());
-      });
-      total += deleted;
-    } while (deleted == config.cleanupBatchSize());
-    if (total > 0) {
-      log.debug("deleted {} expired message(s)", total);
-    }
-    return total;
+  public int deleteExpiredMessages() {
+    return cleanup.deleteExpired();
+  }
+
+  /**
+   * How many messages {@code queueName} holds, by state (ready, delayed, in flight, expired), and how long its oldest
+   * ready message has waited, from one statement that reads only this queue's messages (an index range) and takes no
+   * lock.
+   *
+   * @return the statistics, or empty if the queue does not exist
+   * @throws IllegalArgumentException for an invalid queue name, before any SQL
+   */
+  public Optional<QueueStatistics> queueStatistics(String queueName) {
+    QueueSpec.requireValidName(queueName);
+    return QueueStatisticsQuery.of(ctx, queueName).stream().findFirst();
+  }
+
+  /**
+   * {@link #queueStatistics(String)} for every queue, in name order, from one statement that reads the message table
+   * once (not once per queue) and takes no lock. Its cost grows with the number of messages: poll it at the
+   * housekeeping interval, not per request.
+   */
+  public List<QueueStatistics> queueStatistics() {
+    return QueueStatisticsQuery.ofAll(ctx);
   }
 
   /** How many queues' keep-alive deadlines this repository currently remembers (bounded by the config). */
@@ -416,12 +406,8 @@ public final class MessageQueueRepository {
   }
 
   private Duration requireValid(QueueSpec spec, PublishOptions options) {
-    if (spec == null) {
-      throw new IllegalArgumentException("queue spec is null");
-    }
-    if (options == null) {
-      throw new IllegalArgumentException("publish options are null");
-    }
+    Arguments.requireNonNull(spec, "queue spec");
+    Arguments.requireNonNull(options, "publish options");
     return options.effectiveTtl(config);
   }
 
@@ -447,6 +433,4 @@ public final class MessageQueueRepository {
       throw new IllegalArgumentException("msgqueue needs the POSTGRES dialect, the context has " + ctx.dialect());
     }
   }
-
-  private record ReapBatch(int locked, List<String> deleted) { }
 }

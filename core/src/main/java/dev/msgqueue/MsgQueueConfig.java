@@ -1,33 +1,37 @@
 package dev.msgqueue;
 
 import java.time.Duration;
-import java.util.Objects;
 
 /**
- * Tuning of a {@link MessageQueueRepository}. Build with {@link #builder()}; every value is validated by
- * {@link Builder#build()}.
+ * Tuning of a {@link MessageQueueRepository}. Build with {@link #builder()}: each value is checked against its bounds
+ * when set, and against the others by {@link Builder#build()}. Every duration has an upper bound (a constant of this
+ * class), so that no setting can overflow the arithmetic or the SQL timestamps it feeds.
  *
  * @param keepAliveInterval how often publishing refreshes an auto-deleted queue's {@code "lastActive"}: at most one
  *     parent-row write per queue per interval, across threads and service replicas. At most a quarter of
  *     {@code reapIdleThreshold}, so a queue in use is refreshed several times before it could count as idle.
+ *     Positive, at most {@link #MAX_KEEP_ALIVE_INTERVAL}.
  * @param reapIdleThreshold how long an auto-deleted queue must be idle ({@code "lastActive"} older than this) before
- *     the reaper may delete it (and then only if it holds no unexpired message)
+ *     the reaper may delete it (and then only if it holds no unexpired message). Positive, at most
+ *     {@link #MAX_REAP_IDLE_THRESHOLD}.
  * @param reapBatchSize how many queues the reaper deletes per transaction
- * @param cleanupBatchSize how many expired items {@link MessageQueueRepository#deleteExpiredItems()} deletes per
+ * @param cleanupBatchSize how many expired messages {@link MessageQueueRepository#deleteExpiredMessages()} deletes per
  *     transaction
- * @param defaultMessageTtl a message's time to live when {@link PublishOptions} name none
+ * @param defaultMessageTtl a message's time to live when {@link PublishOptions} name none. Positive, at most
+ *     {@link #MAX_MESSAGE_LIFETIME}.
  * @param maxPayloadBytes the largest payload accepted, in UTF-8 bytes of its JSON text
  * @param maxTrackedQueues how many queues' keep-alive deadlines one repository remembers; past this it forgets the
  *     least recently due ones (forgetting costs at most one extra no-op keep-alive statement)
  * @param statementTimeout the longest any statement msgqueue issues may run, lock waits included (at least 100 ms;
- *     checked every 50 ms); past it the statement is cancelled and {@link MsgQueueTimeoutException} thrown
+ *     checked every 50 ms), at most {@link #MAX_STATEMENT_TIMEOUT}; past it the statement is cancelled and
+ *     {@link MsgQueueTimeoutException} thrown
  * @param lockTimeout the longest a statement may wait for a lock in the transactions msgqueue runs itself (reaper,
  *     cleanup), as PostgreSQL's {@code lock_timeout}; at most {@code statementTimeout}
  * @param wakeupNotifications whether a publish sends a (coalesced) PostgreSQL NOTIFY so idle subscribers claim at
  *     once; when off, subscribers find messages by polling only
  * @param wakeupWindow the coalescing window of those notifications: at most one per queue per window per repository
  *     (share one repository per service). Subscribers also re-claim once this long after a wake-up, to pick up the
- *     messages whose notification was coalesced away.
+ *     messages whose notification was coalesced away. Positive, at most {@link #MAX_WAKEUP_WINDOW}.
  */
 public record MsgQueueConfig(
     Duration keepAliveInterval,
@@ -44,34 +48,38 @@ public record MsgQueueConfig(
 
   /** The largest payload this library accepts at all: PostgreSQL's jsonb limit is far above, but memory is not. */
   public static final int PAYLOAD_BYTES_CEILING = 64 * 1024 * 1024;
-  /** The longest TTL or delay a message may have. */
+  /** The longest TTL, delay, nack delay or lease a message may have. */
   public static final Duration MAX_MESSAGE_LIFETIME = Duration.ofDays(365);
+  /** The longest {@link #reapIdleThreshold()}. */
+  public static final Duration MAX_REAP_IDLE_THRESHOLD = Duration.ofDays(365);
+  /** The longest {@link #keepAliveInterval()} (a quarter of the longest idle threshold). */
+  public static final Duration MAX_KEEP_ALIVE_INTERVAL = MAX_REAP_IDLE_THRESHOLD.dividedBy(4);
+  /** The shortest {@link #statementTimeout()}: the deadline watchdog checks every 50 ms. */
+  public static final Duration MIN_STATEMENT_TIMEOUT = Duration.ofMillis(100);
+  /** The longest {@link #statementTimeout()} and {@link #lockTimeout()}. */
+  public static final Duration MAX_STATEMENT_TIMEOUT = Duration.ofHours(1);
+  /** The longest {@link #wakeupWindow()}. */
+  public static final Duration MAX_WAKEUP_WINDOW = Duration.ofHours(1);
 
   public MsgQueueConfig {
-    requirePositive("keepAliveInterval", keepAliveInterval);
-    requirePositive("reapIdleThreshold", reapIdleThreshold);
-    requirePositive("defaultMessageTtl", defaultMessageTtl);
-    if (keepAliveInterval.multipliedBy(4).compareTo(reapIdleThreshold) > 0) {
+    requireWithin("keepAliveInterval", keepAliveInterval, MAX_KEEP_ALIVE_INTERVAL);
+    requireWithin("reapIdleThreshold", reapIdleThreshold, MAX_REAP_IDLE_THRESHOLD);
+    if (keepAliveInterval.compareTo(reapIdleThreshold.dividedBy(4)) > 0) {
       throw new IllegalArgumentException("keepAliveInterval (" + keepAliveInterval
           + ") must be at most a quarter of reapIdleThreshold (" + reapIdleThreshold + ")");
     }
-    if (defaultMessageTtl.compareTo(MAX_MESSAGE_LIFETIME) > 0) {
-      throw new IllegalArgumentException("defaultMessageTtl must be at most " + MAX_MESSAGE_LIFETIME);
-    }
+    requireWithin("defaultMessageTtl", defaultMessageTtl, MAX_MESSAGE_LIFETIME);
     requireRange("reapBatchSize", reapBatchSize, 1, 10_000);
     requireRange("cleanupBatchSize", cleanupBatchSize, 1, 100_000);
     requireRange("maxPayloadBytes", maxPayloadBytes, 2, PAYLOAD_BYTES_CEILING);
     requireRange("maxTrackedQueues", maxTrackedQueues, 16, 10_000_000);
-    requirePositive("statementTimeout", statementTimeout);
-    requirePositive("lockTimeout", lockTimeout);
-    if (statementTimeout.compareTo(Duration.ofMillis(100)) < 0 || statementTimeout.compareTo(Duration.ofHours(1)) > 0) {
-      throw new IllegalArgumentException("statementTimeout must be between 100 ms and 1 h, was " + statementTimeout);
-    }
+    Arguments.requireWithin(statementTimeout, "statementTimeout", MIN_STATEMENT_TIMEOUT, MAX_STATEMENT_TIMEOUT);
+    requireWithin("lockTimeout", lockTimeout, MAX_STATEMENT_TIMEOUT);
     if (lockTimeout.compareTo(statementTimeout) > 0) {
       throw new IllegalArgumentException("lockTimeout (" + lockTimeout + ") must be at most statementTimeout ("
           + statementTimeout + ")");
     }
-    requirePositive("wakeupWindow", wakeupWindow);
+    requireWithin("wakeupWindow", wakeupWindow, MAX_WAKEUP_WINDOW);
   }
 
   /**
@@ -87,11 +95,8 @@ public record MsgQueueConfig(
     return new Builder();
   }
 
-  private static void requirePositive(String name, Duration value) {
-    Objects.requireNonNull(value, name);
-    if (value.isNegative() || value.isZero()) {
-      throw new IllegalArgumentException(name + " must be positive, was " + value);
-    }
+  private static Duration requireWithin(String name, Duration value, Duration max) {
+    return Arguments.requirePositiveAtMost(value, name, max);
   }
 
   private static void requireRange(String name, int value, int min, int max) {
@@ -116,13 +121,15 @@ public record MsgQueueConfig(
 
     private Builder() { }
 
+    /** @throws IllegalArgumentException unless positive and at most {@link MsgQueueConfig#MAX_KEEP_ALIVE_INTERVAL} */
     public Builder keepAliveInterval(Duration value) {
-      this.keepAliveInterval = value;
+      this.keepAliveInterval = requireWithin("keepAliveInterval", value, MAX_KEEP_ALIVE_INTERVAL);
       return this;
     }
 
+    /** @throws IllegalArgumentException unless positive and at most {@link MsgQueueConfig#MAX_REAP_IDLE_THRESHOLD} */
     public Builder reapIdleThreshold(Duration value) {
-      this.reapIdleThreshold = value;
+      this.reapIdleThreshold = requireWithin("reapIdleThreshold", value, MAX_REAP_IDLE_THRESHOLD);
       return this;
     }
 
@@ -136,8 +143,9 @@ public record MsgQueueConfig(
       return this;
     }
 
+    /** @throws IllegalArgumentException unless positive and at most {@link MsgQueueConfig#MAX_MESSAGE_LIFETIME} */
     public Builder defaultMessageTtl(Duration value) {
-      this.defaultMessageTtl = value;
+      this.defaultMessageTtl = requireWithin("defaultMessageTtl", value, MAX_MESSAGE_LIFETIME);
       return this;
     }
 
@@ -151,13 +159,16 @@ public record MsgQueueConfig(
       return this;
     }
 
+    /** @throws IllegalArgumentException unless in [{@link MsgQueueConfig#MIN_STATEMENT_TIMEOUT}, {@link MsgQueueConfig#MAX_STATEMENT_TIMEOUT}] */
     public Builder statementTimeout(Duration value) {
-      this.statementTimeout = value;
+      this.statementTimeout =
+          Arguments.requireWithin(value, "statementTimeout", MIN_STATEMENT_TIMEOUT, MAX_STATEMENT_TIMEOUT);
       return this;
     }
 
+    /** @throws IllegalArgumentException unless positive and at most {@link MsgQueueConfig#MAX_STATEMENT_TIMEOUT} */
     public Builder lockTimeout(Duration value) {
-      this.lockTimeout = value;
+      this.lockTimeout = requireWithin("lockTimeout", value, MAX_STATEMENT_TIMEOUT);
       return this;
     }
 
@@ -166,12 +177,17 @@ public record MsgQueueConfig(
       return this;
     }
 
+    /** @throws IllegalArgumentException unless positive and at most {@link MsgQueueConfig#MAX_WAKEUP_WINDOW} */
     public Builder wakeupWindow(Duration value) {
-      this.wakeupWindow = value;
+      this.wakeupWindow = requireWithin("wakeupWindow", value, MAX_WAKEUP_WINDOW);
       return this;
     }
 
-    /** @throws IllegalArgumentException naming the first invalid value */
+    /**
+     * Checks the values against each other (each one was checked when set).
+     *
+     * @throws IllegalArgumentException naming the first invalid value
+     */
     public MsgQueueConfig build() {
       return new MsgQueueConfig(keepAliveInterval, reapIdleThreshold, reapBatchSize, cleanupBatchSize,
           defaultMessageTtl, maxPayloadBytes, maxTrackedQueues, statementTimeout, lockTimeout, wakeupNotifications,

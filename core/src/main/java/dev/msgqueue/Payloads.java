@@ -6,7 +6,6 @@ import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.StreamReadConstraints;
 import com.fasterxml.jackson.core.exc.StreamConstraintsException;
 import java.io.IOException;
-import java.math.BigDecimal;
 import java.nio.charset.StandardCharsets;
 import org.jooq.JSONB;
 
@@ -17,9 +16,12 @@ import org.jooq.JSONB;
 final class Payloads {
   /** Nesting deeper than this is rejected; PostgreSQL's recursive jsonb code runs out of stack long before JSON does. */
   static final int MAX_NESTING_DEPTH = 1_000;
-  // PostgreSQL numeric: at most 131072 digits before the decimal point and 16383 after.
-  private static final int MAX_NUMERIC_INTEGER_DIGITS = 131_072;
-  private static final int MAX_NUMERIC_SCALE = 16_383;
+  /** PostgreSQL's numeric holds at most this many digits before the decimal point. */
+  static final int MAX_NUMERIC_INTEGER_DIGITS = 131_072;
+  /** PostgreSQL's numeric keeps at most this many digits after the decimal point (trailing zeros count). */
+  static final int MAX_NUMERIC_SCALE = 16_383;
+  /** PostgreSQL's numeric input rejects an exponent whose magnitude reaches {@code INT_MAX / 2}, even on zero. */
+  static final long MAX_NUMERIC_EXPONENT_EXCLUSIVE = Integer.MAX_VALUE / 2;
 
   private final int maxPayloadBytes;
   private final JsonFactory factory;
@@ -31,21 +33,17 @@ final class Payloads {
             .maxNestingDepth(MAX_NESTING_DEPTH)
             .maxStringLength(maxPayloadBytes)
             .maxNumberLength(maxPayloadBytes)
+            .maxNameLength(maxPayloadBytes)
             .build())
         .build();
   }
 
   JSONB validate(JSONB payload) {
-    if (payload == null) {
-      throw new IllegalArgumentException("payload is null");
-    }
-    return validate(payload.data());
+    return validate(Arguments.requireNonNull(payload, "payload").data());
   }
 
   JSONB validate(String json) {
-    if (json == null) {
-      throw new IllegalArgumentException("payload is null");
-    }
+    Arguments.requireNonNull(json, "payload");
     if (json.isBlank()) {
       throw new IllegalArgumentException("payload is empty; it must be a JSON value");
     }
@@ -56,6 +54,12 @@ final class Payloads {
         throw new IllegalArgumentException(
             "payload is " + bytes + " bytes in UTF-8; the maximum is " + maxPayloadBytes);
       }
+    }
+    // Text with no UTF-8 form cannot reach the server unchanged (the driver would substitute '?'); escaped
+    // surrogates are checked after decoding, below.
+    int unpaired = QueueSpec.unpairedSurrogateIndex(json);
+    if (unpaired >= 0) {
+      throw new IllegalArgumentException("payload has an unpaired surrogate at index " + unpaired);
     }
     try (JsonParser parser = factory.createParser(json)) {
       if (parser.nextToken() == null) {
@@ -84,7 +88,7 @@ final class Payloads {
         case END_OBJECT, END_ARRAY -> depth--;
         case FIELD_NAME -> checkText(parser.currentName(), "an object key");
         case VALUE_STRING -> checkText(parser.getText(), "a string");
-        case VALUE_NUMBER_FLOAT -> checkNumeric(parser.getDecimalValue());
+        case VALUE_NUMBER_INT, VALUE_NUMBER_FLOAT -> checkNumeric(parser.getText());
         default -> { }
       }
     } while (depth > 0 && parser.nextToken() != null);
@@ -99,10 +103,97 @@ final class Payloads {
     }
   }
 
-  private static void checkNumeric(BigDecimal value) {
-    int integerDigits = value.precision() - value.scale();
-    if (integerDigits > MAX_NUMERIC_INTEGER_DIGITS || value.scale() > MAX_NUMERIC_SCALE) {
-      throw new IllegalArgumentException("payload has a number outside PostgreSQL's numeric range");
+  /**
+   * Applies PostgreSQL's numeric input rules to a JSON number literal (already well-formed: the parser checked its
+   * grammar) by looking at its digits only, never converting it, so a megabyte of digits costs one linear scan. For a
+   * literal with fraction digits {@code F} and exponent {@code E}: {@code |E|} below {@code INT_MAX / 2}; the kept
+   * scale {@code max(0, F - E)} at most {@value #MAX_NUMERIC_SCALE}; and unless the value is zero, its most
+   * significant digit at most {@value #MAX_NUMERIC_INTEGER_DIGITS} places before the decimal point.
+   */
+  static void checkNumeric(String literal) {
+    int length = literal.length();
+    int i = literal.charAt(0) == '-' ? 1 : 0;
+    int integerStart = i;
+    while (i < length && isDigit(literal.charAt(i))) {
+      i++;
     }
+    int integerEnd = i;
+    int fractionStart = i;
+    int fractionEnd = i;
+    if (i < length && literal.charAt(i) == '.') {
+      fractionStart = ++i;
+      while (i < length && isDigit(literal.charAt(i))) {
+        i++;
+      }
+      fractionEnd = i;
+    }
+    long exponent = 0;
+    if (i < length && (literal.charAt(i) == 'e' || literal.charAt(i) == 'E')) {
+      exponent = exponent(literal, i + 1);
+      if (Math.abs(exponent) >= MAX_NUMERIC_EXPONENT_EXCLUSIVE) {
+        throw outOfRange(literal, "its exponent is beyond PostgreSQL's limit");
+      }
+    }
+    long scale = Math.max(0, (fractionEnd - fractionStart) - exponent);
+    if (scale > MAX_NUMERIC_SCALE) {
+      throw outOfRange(literal, "it keeps " + scale + " digits after the decimal point; the maximum is "
+          + MAX_NUMERIC_SCALE);
+    }
+    // The place of the most significant non-zero digit: 0 for units, 1 for tens, -1 for tenths.
+    long place;
+    int firstNonZero = firstNonZeroDigit(literal, integerStart, integerEnd);
+    if (firstNonZero >= 0) {
+      place = (integerEnd - 1 - firstNonZero) + exponent;
+    } else {
+      firstNonZero = firstNonZeroDigit(literal, fractionStart, fractionEnd);
+      if (firstNonZero < 0) {
+        return; // zero, whatever its exponent
+      }
+      place = -(firstNonZero - fractionStart + 1) + exponent;
+    }
+    if (place >= MAX_NUMERIC_INTEGER_DIGITS) {
+      throw outOfRange(literal, "it has " + (place + 1) + " digits before the decimal point; the maximum is "
+          + MAX_NUMERIC_INTEGER_DIGITS);
+    }
+  }
+
+  /** The exponent's value, saturated at +-Long.MAX_VALUE (PostgreSQL's strtol saturates likewise). */
+  private static long exponent(String literal, int start) {
+    int i = start;
+    boolean negative = false;
+    if (literal.charAt(i) == '+' || literal.charAt(i) == '-') {
+      negative = literal.charAt(i) == '-';
+      i++;
+    }
+    long value = 0;
+    for (; i < literal.length(); i++) {
+      int digit = literal.charAt(i) - '0';
+      if (value > (Long.MAX_VALUE - digit) / 10) {
+        value = Long.MAX_VALUE;
+        break;
+      }
+      value = value * 10 + digit;
+    }
+    return negative ? -value : value;
+  }
+
+  private static int firstNonZeroDigit(String literal, int from, int to) {
+    for (int i = from; i < to; i++) {
+      if (literal.charAt(i) != '0') {
+        return i;
+      }
+    }
+    return -1;
+  }
+
+  private static boolean isDigit(char c) {
+    return c >= '0' && c <= '9';
+  }
+
+  private static IllegalArgumentException outOfRange(String literal, String why) {
+    String shown = literal.length() > 40 ? literal.substring(0, 20) + "..." + " (" + literal.length() + " characters)"
+        : literal;
+    return new IllegalArgumentException(
+        "payload has the number " + shown + " outside PostgreSQL's numeric range: " + why);
   }
 }

@@ -1,29 +1,23 @@
 package dev.msgqueue;
 
 import java.time.Duration;
-import java.util.Objects;
 
 /**
  * Per-message options of a publish.
  *
  * @param ttl how long the message lives ({@code "expiresAt"} = now + ttl); {@code null} takes
  *     {@link MsgQueueConfig#defaultMessageTtl()}. Positive, at most {@link MsgQueueConfig#MAX_MESSAGE_LIFETIME}.
- * @param delay how long before the message may be read ({@code "readAfter"} = now + delay). Zero or positive, and
- *     shorter than the TTL (a message readable only after it expired could never be delivered).
+ * @param delay how long before the message may be read ({@code "readAfter"} = now + delay). Zero or positive, at
+ *     most {@link MsgQueueConfig#MAX_MESSAGE_LIFETIME}, and shorter than the TTL (a message readable only after it expired could never be delivered).
  */
 public record PublishOptions(Duration ttl, Duration delay) {
   private static final PublishOptions DEFAULTS = new PublishOptions(null, Duration.ZERO);
 
   public PublishOptions {
-    Objects.requireNonNull(delay, "delay");
-    if (ttl != null && (ttl.isNegative() || ttl.isZero() || ttl.compareTo(MsgQueueConfig.MAX_MESSAGE_LIFETIME) > 0)) {
-      throw new IllegalArgumentException(
-          "ttl must be positive and at most " + MsgQueueConfig.MAX_MESSAGE_LIFETIME + ", was " + ttl);
+    if (ttl != null) {
+      Arguments.requirePositiveAtMost(ttl, "ttl", MsgQueueConfig.MAX_MESSAGE_LIFETIME);
     }
-    if (delay.isNegative() || delay.compareTo(MsgQueueConfig.MAX_MESSAGE_LIFETIME) > 0) {
-      throw new IllegalArgumentException(
-          "delay must be zero or positive and at most " + MsgQueueConfig.MAX_MESSAGE_LIFETIME + ", was " + delay);
-    }
+    Arguments.requireWithin(delay, "delay", Duration.ZERO, MsgQueueConfig.MAX_MESSAGE_LIFETIME);
     if (ttl != null && delay.compareTo(ttl) >= 0) {
       throw new IllegalArgumentException("delay (" + delay + ") must be shorter than ttl (" + ttl + ")");
     }
@@ -34,8 +28,9 @@ public record PublishOptions(Duration ttl, Duration delay) {
     return DEFAULTS;
   }
 
+  /** These options with TTL {@code newTtl} (not null: to take the default TTL, use {@link #defaults()}). */
   public PublishOptions withTtl(Duration newTtl) {
-    return new PublishOptions(Objects.requireNonNull(newTtl, "ttl"), delay);
+    return new PublishOptions(Arguments.requireNonNull(newTtl, "ttl"), delay);
   }
 
   public PublishOptions withDelay(Duration newDelay) {

@@ -1,7 +1,6 @@
 package dev.msgqueue;
 
 import java.nio.charset.StandardCharsets;
-import java.util.Objects;
 import java.util.UUID;
 
 /**
@@ -9,8 +8,14 @@ import java.util.UUID;
  * re-creates it with these attributes; publishing to a missing queue that is not auto-deleted fails with
  * {@link QueueNotFoundException}.
  *
- * <p>Names are validated on construction: not blank, at most {@value #MAX_NAME_BYTES} bytes in UTF-8, no control
- * characters, no leading or trailing white space, and well-formed Unicode.
+ * <p>Names are validated on construction: at most {@value #MAX_NAME_BYTES} bytes in UTF-8, well-formed Unicode (no
+ * unpaired surrogate), no control character (U+0000-U+001F, U+007F-U+009F) and no line or paragraph separator
+ * (U+2028, U+2029), and neither starting nor ending with an <em>invisible</em> character: Unicode white space
+ * ({@link Character#isWhitespace(int)} or {@link Character#isSpaceChar(int)}, which includes the no-break spaces
+ * U+00A0, U+2007 and U+202F) or a format character (general category Cf, such as the zero-width space U+200B, the
+ * word joiner U+2060, the byte order mark U+FEFF or the soft hyphen U+00AD). So a blank name, one made only of
+ * invisible characters, is rejected too. Inside a name such characters are kept as given (an emoji sequence needs its
+ * zero-width joiners). Quotes, semicolons and all other Unicode are fine: every value is a bind parameter.
  *
  * @param name the queue's name, its primary key
  * @param durable whether the queue is durable (stored as given; msgqueue does not act on it)
@@ -48,6 +53,12 @@ public record QueueSpec(String name, boolean durable, boolean autoDeleted, boole
     return -1;
   }
 
+  /** White space or a format character: nothing a reader can see, so not allowed at either end of a name. */
+  static boolean isInvisible(int codePoint) {
+    return Character.isWhitespace(codePoint) || Character.isSpaceChar(codePoint)
+        || Character.getType(codePoint) == Character.FORMAT;
+  }
+
   /** A durable queue that is never reaped. */
   public static QueueSpec durable(String name) {
     return new QueueSpec(name, true, false, false, null);
@@ -60,7 +71,7 @@ public record QueueSpec(String name, boolean durable, boolean autoDeleted, boole
 
   /** An auto-deleted queue owned by one consumer. */
   public static QueueSpec exclusive(String name, UUID consumerId) {
-    return new QueueSpec(name, false, true, true, Objects.requireNonNull(consumerId, "consumerId"));
+    return new QueueSpec(name, false, true, true, Arguments.requireNonNull(consumerId, "consumerId"));
   }
 
   /**
@@ -69,21 +80,22 @@ public record QueueSpec(String name, boolean durable, boolean autoDeleted, boole
    * @throws IllegalArgumentException naming the rule the name breaks
    */
   public static String requireValidName(String name) {
-    if (name == null) {
-      throw new IllegalArgumentException("queue name is null");
-    }
-    if (name.isBlank()) {
-      throw new IllegalArgumentException("queue name is blank");
-    }
-    if (!name.equals(name.strip())) {
-      throw new IllegalArgumentException("queue name \"" + name + "\" has leading or trailing white space");
-    }
+    Arguments.requireNonNull(name, "queue name");
     for (int i = 0; i < name.length(); i++) {
       char c = name.charAt(i);
-      if (Character.isISOControl(c)) {
-        throw new IllegalArgumentException(
-            "queue name has a control character U+" + String.format("%04X", (int) c) + " at index " + i);
+      if (Character.isISOControl(c) || c == '\u2028' || c == '\u2029') {
+        throw new IllegalArgumentException("queue name has a control character or line break U+"
+            + String.format("%04X", (int) c) + " at index " + i);
       }
+    }
+    if (name.codePoints().allMatch(QueueSpec::isInvisible)) {
+      throw new IllegalArgumentException("queue name is blank (empty, or only white space or format characters)");
+    }
+    int first = name.codePointAt(0);
+    int last = name.codePointBefore(name.length());
+    if (isInvisible(first) || isInvisible(last)) {
+      throw new IllegalArgumentException("queue name \"" + name + "\" starts or ends with white space or a format"
+          + " character (U+" + String.format("%04X", isInvisible(first) ? first : last) + ")");
     }
     int unpaired = unpairedSurrogateIndex(name);
     if (unpaired >= 0) {

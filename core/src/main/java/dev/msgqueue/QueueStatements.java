@@ -9,7 +9,6 @@ import static org.jooq.impl.DSL.inline;
 import static org.jooq.impl.DSL.name;
 import static org.jooq.impl.DSL.row;
 import static org.jooq.impl.DSL.select;
-import static org.jooq.impl.DSL.selectOne;
 import static org.jooq.impl.DSL.noCondition;
 import static org.jooq.impl.DSL.val;
 import static org.jooq.impl.DSL.values;
@@ -37,8 +36,6 @@ import org.jooq.Record2;
 import org.jooq.Record4;
 import org.jooq.Result;
 import org.jooq.Row2;
-import org.jooq.Select;
-import org.jooq.SelectForUpdateOfStep;
 import org.jooq.Table;
 import org.jooq.exception.DataAccessException;
 import org.jooq.impl.SQLDataType;
@@ -55,8 +52,8 @@ import org.jooq.types.DayToSecond;
  *   <li>{@link #refreshIfStale}: FOR NO KEY UPDATE on the queue row, SKIP LOCKED: compatible with publishers' KEY
  *       SHARE, and it never waits for another keep-alive writer or for the reaper.
  *   <li>{@link #healAndInsertItems} and {@link #bind}: an upsert, NO KEY UPDATE on an existing row.
- *   <li>{@link #lockIdleQueues}: FOR UPDATE SKIP LOCKED, so the reaper skips any queue that an in-flight publish or
- *       keep-alive holds, and never waits.
+ *   <li>The maintenance jobs' statements, with their locks, are in {@link IdleQueueReaper} and
+ *       {@link ExpiredMessageCleanup}.
  *   <li>{@link #claim}: FOR UPDATE SKIP LOCKED on the claimed item rows only, so competing consumers never wait for
  *       each other nor get the same item. It does not change {@code "queueId"}, so the foreign key takes no lock on
  *       the queue row: consumers never touch {@code "MessageQueue"}.
@@ -213,55 +210,10 @@ final class QueueStatements {
         .execute();
   }
 
-  /**
-   * Reaper step 1: locks up to {@code limit} auto-deleted queues idle since before {@code cutoff} that appear to
-   * hold no unexpired item, skipping (never waiting for) rows that an in-flight publish or keep-alive holds.
-   */
-  static SelectForUpdateOfStep<Record1<String>> idleQueues(DSLContext ctx, Duration idleThreshold, int limit) {
-    return ctx.select(Q.NAME)
-        .from(Q)
-        .where(Q.AUTO_DELETED.isTrue())
-        .and(Q.LAST_ACTIVE.lt(utcNowMinus(idleThreshold)))
-        .andNotExists(liveItemsOf(Q.NAME))
-        .orderBy(Q.LAST_ACTIVE)
-        .limit(limit)
-        .forUpdate();
-  }
-
-  static List<String> lockIdleQueues(DSLContext ctx, Duration idleThreshold, int limit) {
-    return idleQueues(ctx, idleThreshold, limit).skipLocked().fetch(Q.NAME);
-  }
-
-  /**
-   * Reaper step 2, in the same transaction as step 1 but a later statement, hence a newer snapshot: deletes those of
-   * the locked queues that still hold no unexpired item. An item committed after step 1's snapshot is visible here;
-   * one not yet committed cannot commit at all, because its publish needs the KEY SHARE lock step 1 holds.
-   */
-  static List<String> deleteQueuesWithoutLiveItems(DSLContext ctx, Collection<String> lockedQueues) {
-    return ctx.deleteFrom(Q)
-        .where(Q.NAME.in(lockedQueues))
-        .andNotExists(liveItemsOf(Q.NAME))
-        .returning(Q.NAME)
-        .fetch(Q.NAME);
-  }
-
   /** Bounds every lock wait in the current transaction (PostgreSQL's {@code SET LOCAL lock_timeout}). */
   static void limitLockWaits(DSLContext tx, Duration lockTimeout) {
     tx.select(function("set_config", SQLDataType.VARCHAR, inline("lock_timeout"), val(lockTimeout.toMillis() + "ms"),
         inline(true))).fetch();
-  }
-
-  /** Deletes up to {@code limit} expired items (orphans with a NULL queue included), skipping locked ones. */
-  static int deleteExpiredItems(DSLContext ctx, int limit) {
-    var expired = I.as("expired");
-    return ctx.deleteFrom(I)
-        .where(I.ID.in(select(expired.ID)
-            .from(expired)
-            .where(expired.EXPIRES_AT.le(utcNow()))
-            .limit(limit)
-            .forUpdate()
-            .skipLocked()))
-        .execute();
   }
 
   /**
@@ -347,11 +299,6 @@ final class QueueStatements {
       receipts.add(row(message.id(), message.receiptDeadline()));
     }
     return receipts;
-  }
-
-  private static Select<?> liveItemsOf(Field<String> queueName) {
-    return selectOne().from(I).where(I.QUEUE_ID.eq(queueName))
-        .and(I.EXPIRES_AT.isNull().or(I.EXPIRES_AT.gt(utcNow())));
   }
 
   private static Table<Record2<Integer, JSONB>> payloadRows(List<JSONB> payloads) {

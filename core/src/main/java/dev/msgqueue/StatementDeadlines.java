@@ -20,19 +20,26 @@ import org.slf4j.LoggerFactory;
  * statement costs one map insertion and removal, and one daemon thread for the whole library looks for overdue
  * statements every {@value #CHECK_MILLIS} ms. pgjdbc's cancel only acts on a statement that is still executing, so a
  * cancel racing the statement's completion cannot hit the connection's next statement.
+ *
+ * <p>The watchdog thread owns itself: the first statement starts it, and it ends once no statement has been running
+ * for {@value #IDLE_EXIT_MILLIS} ms, so a library that stops being used (an application undeployed from a container,
+ * say) leaves no thread behind; the next statement starts a new one.
  */
 final class StatementDeadlines implements ExecuteListener {
   private static final long serialVersionUID = 1L;
   static final long CHECK_MILLIS = 50;
+  static final long IDLE_EXIT_MILLIS = 2_000;
+  static final String THREAD_NAME = "msgqueue-statement-deadlines";
   private static final Logger log = LoggerFactory.getLogger(StatementDeadlines.class);
   private static final Map<Statement, Long> RUNNING = new ConcurrentHashMap<>();
   private static final String STATEMENT = StatementDeadlines.class.getName() + ".statement";
-
-  static {
-    Thread watchdog = new Thread(StatementDeadlines::cancelOverdueStatements, "msgqueue-statement-deadlines");
-    watchdog.setDaemon(true);
-    watchdog.start();
-  }
+  private static final Object WATCHDOG_LOCK = new Object();
+  /**
+   * Whether a watchdog is running (or about to look at {@link #RUNNING} once more before it ends). A statement is put
+   * into {@link #RUNNING} before this is read, and the watchdog clears this before its last look at {@link #RUNNING}:
+   * so either the watchdog sees the statement and stays, or the statement sees false and starts a new watchdog.
+   */
+  private static volatile boolean watching;
 
   private final long timeoutNanos;
 
@@ -46,6 +53,9 @@ final class StatementDeadlines implements ExecuteListener {
     if (statement != null) {
       ctx.data(STATEMENT, statement);
       RUNNING.put(statement, System.nanoTime() + timeoutNanos);
+      if (!watching) {
+        startWatchdog();
+      }
     }
   }
 
@@ -57,23 +67,71 @@ final class StatementDeadlines implements ExecuteListener {
     }
   }
 
+  private static void startWatchdog() {
+    synchronized (WATCHDOG_LOCK) {
+      if (watching) {
+        return;
+      }
+      watching = true;
+      Thread watchdog = new Thread(StatementDeadlines::cancelOverdueStatements, THREAD_NAME);
+      watchdog.setDaemon(true);
+      watchdog.start();
+    }
+  }
+
   private static void cancelOverdueStatements() {
+    long idleSince = System.nanoTime();
     while (true) {
       try {
         Thread.sleep(CHECK_MILLIS);
       } catch (InterruptedException e) {
+        synchronized (WATCHDOG_LOCK) {
+          watching = false;
+        }
         return;
       }
       long now = System.nanoTime();
-      RUNNING.forEach((statement, deadline) -> {
-        if (now - deadline > 0 && RUNNING.remove(statement, deadline)) {
-          try {
-            statement.cancel();
-          } catch (SQLException | RuntimeException e) {
-            log.debug("could not cancel an overdue statement", e);
+      if (!RUNNING.isEmpty()) {
+        idleSince = now;
+        try {
+          cancelOverdue(now);
+        } catch (VirtualMachineError fatal) {
+          synchronized (WATCHDOG_LOCK) {
+            watching = false; // the next statement starts a new watchdog
           }
+          log.error("msgqueue's statement deadline thread stopped; the next statement starts a new one", fatal);
+          throw fatal;
+        } catch (RuntimeException | Error e) {
+          // The watchdog must outlive any one statement's failure, or no statement would be bounded any more.
+          log.error("msgqueue's statement deadline check failed; checking again in {} ms", CHECK_MILLIS, e);
         }
-      });
+      } else if (now - idleSince >= IDLE_EXIT_MILLIS * 1_000_000L && endIfStillIdle()) {
+        return;
+      }
     }
+  }
+
+  private static boolean endIfStillIdle() {
+    synchronized (WATCHDOG_LOCK) {
+      watching = false;
+      if (RUNNING.isEmpty()) {
+        return true;
+      }
+      // A statement started in between and saw this watchdog as running: stay for it.
+      watching = true;
+      return false;
+    }
+  }
+
+  private static void cancelOverdue(long now) {
+    RUNNING.forEach((statement, deadline) -> {
+      if (now - deadline > 0 && RUNNING.remove(statement, deadline)) {
+        try {
+          statement.cancel();
+        } catch (SQLException | RuntimeException | LinkageError e) {
+          log.debug("could not cancel an overdue statement", e);
+        }
+      }
+    });
   }
 }

@@ -2,7 +2,6 @@ package dev.msgqueue;
 
 import java.time.Duration;
 import java.util.List;
-import java.util.Objects;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.Executors;
@@ -38,6 +37,12 @@ import org.slf4j.LoggerFactory;
 public final class Subscriber implements AutoCloseable {
   private static final Logger log = LoggerFactory.getLogger(Subscriber.class);
   private static final long NEVER = Long.MAX_VALUE;
+  /** The shortest poll interval. */
+  public static final Duration MIN_POLL_INTERVAL = Duration.ofMillis(10);
+  /** The longest poll interval. */
+  public static final Duration MAX_POLL_INTERVAL = Duration.ofHours(1);
+  /** The longest close timeout, of {@link Builder#closeTimeout} and {@link #close(Duration)}. */
+  public static final Duration MAX_CLOSE_TIMEOUT = Duration.ofHours(1);
 
   private final MessageQueueRepository repository;
   private final QueueSpec queue;
@@ -74,7 +79,7 @@ public final class Subscriber implements AutoCloseable {
     this.closeTimeout = builder.closeTimeout;
     this.slots = new Semaphore(builder.concurrency);
     this.handlers = Executors.newFixedThreadPool(builder.concurrency, named("msgqueue-handler-" + queue.name()));
-    this.claimer = named("msgqueue-claimer-" + queue.name()).newThread(this::claimLoop);
+    this.claimer = named("msgqueue-claimer-" + queue.name()).newThread(this::claimUntilClosed);
     this.unregisterWakeups = builder.wakeups == null ? () -> { } : builder.wakeups.register(queue.name(), this::wake);
   }
 
@@ -102,10 +107,11 @@ public final class Subscriber implements AutoCloseable {
    * in the default mode they stay ASSIGNED until they expire. Messages not yet claimed stay in the queue. Do not call it
    * from a handler: it would wait for that handler to finish, that is for the whole timeout.
    *
+   * @param timeout zero or positive, at most {@link #MAX_CLOSE_TIMEOUT}
    * @return whether every in-flight handler finished within the timeout
    */
   public boolean close(Duration timeout) {
-    Objects.requireNonNull(timeout, "timeout");
+    Arguments.requireWithin(timeout, "timeout", Duration.ZERO, MAX_CLOSE_TIMEOUT);
     running = false; // before `closed`, so whoever sees isClosing() knows no new claim starts
     if (!closed.compareAndSet(false, true)) {
       return handlers.isTerminated();
@@ -160,6 +166,26 @@ public final class Subscriber implements AutoCloseable {
     repository.bindQueue(queue);
     claimer.start();
     return this;
+  }
+
+  /**
+   * Runs the claim loop until close. A failure the loop does not expect is logged and the loop restarts after a poll
+   * interval, so delivery never stops silently; only a {@link VirtualMachineError} stops it, logged as such.
+   */
+  private void claimUntilClosed() {
+    while (running) {
+      try {
+        claimLoop();
+      } catch (VirtualMachineError fatal) {
+        log.error("subscriber of \"{}\": its claiming thread stopped; no more messages are delivered until it is"
+            + " rebuilt", queue.name(), fatal);
+        throw fatal;
+      } catch (RuntimeException | Error e) {
+        log.error("subscriber of \"{}\": unexpected failure in its claiming thread; claiming again after the poll"
+            + " interval", queue.name(), e);
+        awaitSignal(System.nanoTime() + pollInterval.toNanos(), false);
+      }
+    }
   }
 
   private void claimLoop() {
@@ -323,7 +349,7 @@ public final class Subscriber implements AutoCloseable {
     };
   }
 
-  /** Configures a {@link Subscriber}; every value is checked by {@link #start()}. */
+  /** Configures a {@link Subscriber}; each value is checked when set, and all of them again by {@link #start()}. */
   public static final class Builder {
     private final MessageQueueRepository repository;
     private final QueueSpec queue;
@@ -336,9 +362,9 @@ public final class Subscriber implements AutoCloseable {
     private Duration closeTimeout = Duration.ofSeconds(30);
 
     private Builder(MessageQueueRepository repository, QueueSpec queue, MessageHandler handler) {
-      this.repository = Objects.requireNonNull(repository, "repository");
-      this.queue = Objects.requireNonNull(queue, "queue");
-      this.handler = Objects.requireNonNull(handler, "handler");
+      this.repository = Arguments.requireNonNull(repository, "repository");
+      this.queue = Arguments.requireNonNull(queue, "queue");
+      this.handler = Arguments.requireNonNull(handler, "handler");
     }
 
     /** How many handlers run at once, in [1, 1000]; default 4. */
@@ -353,31 +379,41 @@ public final class Subscriber implements AutoCloseable {
       return this;
     }
 
-    /** How long an idle subscriber waits between claims when no wake-up comes; default 1 s, at least 10 ms. */
+    /**
+     * How long an idle subscriber waits between claims when no wake-up comes; default 1 s, in
+     * [{@link Subscriber#MIN_POLL_INTERVAL}, {@link Subscriber#MAX_POLL_INTERVAL}].
+     */
     public Builder pollInterval(Duration value) {
-      this.pollInterval = value;
+      this.pollInterval = Arguments.requireWithin(value, "pollInterval", MIN_POLL_INTERVAL, MAX_POLL_INTERVAL);
       return this;
     }
 
     /**
      * Turns on lease mode: a message not acked within {@code value} (a handler that threw, or a crashed process) is
      * redelivered, at-least-once. A handler should finish well within the lease, or its message may be handled
-     * twice. Default: off (at-most-once).
+     * twice. Default: off (at-most-once). In [{@link MessageQueueRepository#MIN_LEASE},
+     * {@link MsgQueueConfig#MAX_MESSAGE_LIFETIME}].
      */
     public Builder lease(Duration value) {
-      this.lease = Objects.requireNonNull(value, "lease");
+      this.lease = MessageQueueRepository.requireValidLease(value);
       return this;
     }
 
-    /** The process's {@link WakeupListener}, for claims at once after a publish; default none (polling only). */
+    /**
+     * The process's {@link WakeupListener}, for claims at once after a publish; default (and {@code null}): none,
+     * polling only.
+     */
     public Builder wakeups(WakeupListener value) {
       this.wakeups = value;
       return this;
     }
 
-    /** The longest {@link Subscriber#close()} waits for in-flight handlers; default 30 s. */
+    /**
+     * The longest {@link Subscriber#close()} waits for in-flight handlers; default 30 s, zero or positive, at most
+     * {@link Subscriber#MAX_CLOSE_TIMEOUT}.
+     */
     public Builder closeTimeout(Duration value) {
-      this.closeTimeout = value;
+      this.closeTimeout = Arguments.requireWithin(value, "closeTimeout", Duration.ZERO, MAX_CLOSE_TIMEOUT);
       return this;
     }
 
@@ -389,17 +425,11 @@ public final class Subscriber implements AutoCloseable {
     public Subscriber start() {
       requireRange("concurrency", concurrency, 1, 1_000);
       requireRange("batchSize", batchSize, 1, 1_000);
-      Objects.requireNonNull(pollInterval, "pollInterval");
-      if (pollInterval.compareTo(Duration.ofMillis(10)) < 0) {
-        throw new IllegalArgumentException("pollInterval must be at least 10 ms, was " + pollInterval);
-      }
+      Arguments.requireWithin(pollInterval, "pollInterval", MIN_POLL_INTERVAL, MAX_POLL_INTERVAL);
       if (lease != null) {
         MessageQueueRepository.requireValidLease(lease);
       }
-      Objects.requireNonNull(closeTimeout, "closeTimeout");
-      if (closeTimeout.isNegative()) {
-        throw new IllegalArgumentException("closeTimeout must not be negative, was " + closeTimeout);
-      }
+      Arguments.requireWithin(closeTimeout, "closeTimeout", Duration.ZERO, MAX_CLOSE_TIMEOUT);
       Subscriber subscriber = new Subscriber(this);
       try {
         return subscriber.started();

@@ -9,7 +9,7 @@ import org.jooq.JSONB;
  * The operations of a {@link MessageQueueRepository} that belong in a caller's transaction, run on that
  * transaction's context: what they write commits or rolls back with it, and none of them commits, rolls back or
  * aborts it. Maintenance ({@link MessageQueueRepository#reapIdleQueues()},
- * {@link MessageQueueRepository#deleteExpiredItems()}) runs its own transactions and is not offered here.
+ * {@link MessageQueueRepository#deleteExpiredMessages()}) runs its own transactions and is not offered here.
  *
  * <p>Obtain one with {@link MessageQueueRepository#inTransaction(org.jooq.DSLContext)}; it is as cheap as the
  * context it wraps, so take one per transaction. It shares the repository's configuration, keep-alive bookkeeping and

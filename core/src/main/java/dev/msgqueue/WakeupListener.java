@@ -5,7 +5,6 @@ import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.Map;
-import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArraySet;
@@ -59,7 +58,7 @@ public final class WakeupListener implements AutoCloseable {
    * background (see {@link #isListening()}), and is retried until it succeeds.
    */
   public static WakeupListener start(ConnectionFactory factory) {
-    WakeupListener listener = new WakeupListener(Objects.requireNonNull(factory, "factory"));
+    WakeupListener listener = new WakeupListener(Arguments.requireNonNull(factory, "factory"));
     listener.thread.start();
     return listener;
   }
@@ -127,7 +126,12 @@ public final class WakeupListener implements AutoCloseable {
             throw new SQLException("LISTEN connection failed its health check");
           }
         }
-      } catch (SQLException | RuntimeException e) {
+      } catch (VirtualMachineError fatal) {
+        log.error("msgqueue wake-up listener thread stopped; subscribers find messages by polling only", fatal);
+        closeConnection();
+        throw fatal;
+      } catch (SQLException | RuntimeException | Error e) {
+        // Anything else, a driver's own Error included, is treated as a lost connection: the thread never dies of it.
         closeConnection();
         if (closed) {
           break;
@@ -183,7 +187,9 @@ public final class WakeupListener implements AutoCloseable {
   private static void wakeSafely(Runnable wake) {
     try {
       wake.run();
-    } catch (RuntimeException e) {
+    } catch (VirtualMachineError fatal) {
+      throw fatal;
+    } catch (RuntimeException | Error e) {
       log.warn("a subscriber's wake-up callback failed", e);
     }
   }

@@ -27,7 +27,9 @@ class InputValidationTest {
 
   @ParameterizedTest
   @ValueSource(strings = {"", " ", "\t", " leading", "trailing ", "nul\u0000byte", "line\nbreak", "bell\u0007",
-      "del\u007f", "c1\u0085"})
+      "del\u007f", "c1\u0085", "\u00a0", "\u200b", "\u00a0\u200b\u2060", "name\u00a0", "\u00a0name", "\u200bname",
+      "name\u200b", "\ufeffname", "name\u2060", "\u00adname", "name\u200d", "\u2003", "\u3000", "name\u202f",
+      "line\u2028sep", "para\u2029sep", "\u180e", "\ud834\udd73name"})
   void rejectsBadQueueNames(String name) {
     assertThatThrownBy(() -> QueueSpec.autoDeleted(name)).isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("queue name");
@@ -42,6 +44,13 @@ class InputValidationTest {
     assertThatThrownBy(() -> QueueSpec.durable("é".repeat(128))).isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> QueueSpec.durable("lone\ud800surrogate")).isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> repository.touch("bad\u0000")).isInstanceOf(IllegalArgumentException.class);
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"no\u00a0break", "zero\u200bwidth", "inner white space", "\ud83d\udc68\u200d\ud83d\udc69\u200d\ud83d\udc67",
+      "soft\u00adhyphen", "x"})
+  void keepsWhiteSpaceAndFormatCharactersInsideAName(String name) {
+    assertThat(QueueSpec.durable(name).name()).isEqualTo(name);
   }
 
   @Test
@@ -84,6 +93,62 @@ class InputValidationTest {
         .hasMessageContaining("nesting");
   }
 
+  private final MessageQueueRepository roomy = MessageQueueRepository.create(DSL.using(SQLDialect.POSTGRES),
+      MsgQueueConfig.builder().maxPayloadBytes(4 << 20).build());
+
+  @Test
+  void rejectsIntegersBeyondNumericsRangeOnEveryPublishPath() {
+    String tooLong = "1" + "0".repeat(Payloads.MAX_NUMERIC_INTEGER_DIGITS);
+    List<Runnable> attempts = List.of(
+        () -> roomy.publish(queue, tooLong),
+        () -> roomy.publish(queue, "-" + tooLong),
+        () -> roomy.publish(queue, "[1, " + tooLong + "]"),
+        () -> roomy.publish(queue, "{\"n\": {\"m\": -" + tooLong + "}}"),
+        () -> roomy.publish(queue, JSONB.valueOf(tooLong)),
+        () -> roomy.publish(queue, JSONB.valueOf("[" + tooLong + "]"), PublishOptions.defaults()),
+        () -> roomy.publishBatch(queue, List.of("{}", tooLong)),
+        // A megabyte of digits: rejected from its length, never converted.
+        () -> roomy.publish(queue, "9".repeat(1 << 20)),
+        () -> roomy.publish(queue, "0." + "1".repeat(1 << 20)));
+    for (Runnable attempt : attempts) {
+      assertThatThrownBy(attempt::run).isInstanceOf(IllegalArgumentException.class)
+          .hasMessageContaining("numeric range");
+    }
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"1e131072", "-1e131072", "0.1e131073", "1e-16384", "1.5e-16383", "0e-16384",
+      "0.0e-16383", "0e1073741823", "0e-1073741823", "1e99999999999999999999999", "0e-99999999999999999999"})
+  void rejectsNumbersPostgresCannotStore(String number) {
+    assertThatThrownBy(() -> roomy.publish(queue, number)).isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("numeric range");
+  }
+
+  @ParameterizedTest
+  @ValueSource(strings = {"0e999999", "-0e999999", "0e1073741822", "0.000e-16380", "1e131071", "0.1e131072",
+      "1e-16383", "0e-16383", "-0", "1E+2", "0.0"})
+  void acceptsNumbersPostgresStores(String number) {
+    assertThatThrownBy(() -> roomy.publish(queue, number)).isInstanceOf(org.jooq.exception.DataAccessException.class);
+    assertThatThrownBy(() -> roomy.publish(queue, "9".repeat(Payloads.MAX_NUMERIC_INTEGER_DIGITS)))
+        .isInstanceOf(org.jooq.exception.DataAccessException.class);
+    assertThatThrownBy(() -> roomy.publish(queue, "0." + "7".repeat(Payloads.MAX_NUMERIC_SCALE)))
+        .isInstanceOf(org.jooq.exception.DataAccessException.class);
+  }
+
+  @Test
+  void acceptsObjectKeysAsLongAsThePayloadAllows() {
+    String key = "k".repeat(60_000);
+    assertThatThrownBy(() -> roomy.publish(queue, "{\"" + key + "\": 1}"))
+        .isInstanceOf(org.jooq.exception.DataAccessException.class);
+  }
+
+  @Test
+  void rejectsRawUnpairedSurrogatesOutsideStringValuesToo() {
+    // An escaped high surrogate completed by a raw low one decodes to a valid pair, but the text itself has no UTF-8.
+    assertThatThrownBy(() -> repository.publish(queue, "\"\\ud83d\ude80\""))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("surrogate");
+  }
+
   @Test
   void rejectsNullSpecOptionsAndBadBatches() {
     assertThatThrownBy(() -> repository.publish(null, "{}")).isInstanceOf(IllegalArgumentException.class);
@@ -111,7 +176,7 @@ class InputValidationTest {
         .isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> PublishOptions.defaults().withDelay(Duration.ofMillis(-1)))
         .isInstanceOf(IllegalArgumentException.class);
-    assertThatThrownBy(() -> PublishOptions.defaults().withDelay(null)).isInstanceOf(NullPointerException.class);
+    assertThatThrownBy(() -> PublishOptions.defaults().withDelay(null)).isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> PublishOptions.defaults().withTtl(Duration.ofSeconds(5)).withDelay(Duration.ofSeconds(5)))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("shorter than ttl");
     // The default TTL is 5 minutes: a 10 minute delay could never be delivered.
@@ -128,7 +193,7 @@ class InputValidationTest {
     assertThatThrownBy(() -> MsgQueueConfig.builder().reapBatchSize(0).build())
         .isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> MsgQueueConfig.builder().defaultMessageTtl(null).build())
-        .isInstanceOf(NullPointerException.class);
+        .isInstanceOf(IllegalArgumentException.class);
     assertThatCode(() -> MsgQueueConfig.builder().keepAliveInterval(Duration.ofMinutes(15)).build())
         .doesNotThrowAnyException();
     assertThatThrownBy(() -> MessageQueueRepository.create(DSL.using(SQLDialect.MYSQL), MsgQueueConfig.defaults()))

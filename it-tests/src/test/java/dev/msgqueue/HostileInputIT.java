@@ -57,7 +57,7 @@ class HostileInputIT {
   static Stream<String> queueNames() {
     return Stream.of("it's", "semi;colon", "\"double\"", "'; DROP TABLE \"MessageQueue\"; --", "back\\slash",
         "inner white space", "ünïcödé-队列-🚀", "x".repeat(64), "y".repeat(QueueSpec.MAX_NAME_BYTES), "%_like_",
-        "$1", "\u200b-zero-width", "🚀".repeat(QueueSpec.MAX_NAME_BYTES / 4));
+        "$1", "zero\u200bwidth", "no\u00a0break", "🚀".repeat(QueueSpec.MAX_NAME_BYTES / 4));
   }
 
   @ParameterizedTest
@@ -113,6 +113,39 @@ class HostileInputIT {
     }
     assertThat(db.dsl().fetchCount(MESSAGE_QUEUE, MESSAGE_QUEUE.NAME.eq("rejections"))).isZero();
     assertThat(db.dsl().fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.eq("rejections"))).isZero();
+  }
+
+  @Test
+  void numbersBeyondNumericsRangeAreRejectedBeforeSqlAndLeaveTheCallersTransactionUsable() {
+    QueueSpec spec = QueueSpec.durable("numbers");
+    repository.bindQueue(spec);
+    String tooLong = "1" + "0".repeat(Payloads.MAX_NUMERIC_INTEGER_DIGITS);
+    List<Long> committed = new ArrayList<>();
+    db.dsl().transaction(tx -> {
+      TransactionalQueue caller = repository.inTransaction(tx.dsl());
+      committed.add(caller.publish(spec, "{\"before\": true}"));
+      List<Runnable> attempts = List.of(
+          () -> caller.publish(spec, tooLong),
+          () -> caller.publish(spec, "-" + tooLong),
+          () -> caller.publish(spec, "[" + tooLong + "]"),
+          () -> caller.publish(spec, org.jooq.JSONB.valueOf(tooLong)),
+          () -> caller.publishBatch(spec, List.of("{}", tooLong)),
+          () -> caller.publish(spec, "1e-16384"));
+      for (Runnable attempt : attempts) {
+        assertThatThrownBy(attempt::run).isInstanceOf(IllegalArgumentException.class)
+            .hasMessageContaining("numeric range");
+      }
+      committed.add(caller.publish(spec, "{\"after\": true}"));
+    });
+    assertThat(db.dsl().fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.eq("numbers"))).isEqualTo(2);
+    // And what PostgreSQL does store passes: the largest integer, zero with a huge exponent, a 60,000-char key.
+    long largest = repository.publish(spec, "9".repeat(Payloads.MAX_NUMERIC_INTEGER_DIGITS));
+    assertThat(new QueueRows(db.dsl()).item(largest).getPayload().data()).hasSize(Payloads.MAX_NUMERIC_INTEGER_DIGITS);
+    long zero = repository.publish(spec, "0e999999");
+    assertThat(new QueueRows(db.dsl()).item(zero).getPayload().data()).isEqualTo("0");
+    String key = "k".repeat(60_000);
+    long longKey = repository.publish(spec, "{\"" + key + "\": 1}");
+    assertThat(new QueueRows(db.dsl()).item(longKey).getPayload().data()).contains(key);
   }
 
   @Test

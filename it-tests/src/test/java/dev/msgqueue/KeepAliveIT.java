@@ -134,7 +134,7 @@ class KeepAliveIT {
       // By the time the reaper looks, the item has expired: only the keep-alive, not unexpired items, holds the queue.
       Thread.sleep(40);
       reapedNames.addAll(reaper.reapIdleQueues());
-      reaper.deleteExpiredItems();
+      reaper.deleteExpiredMessages();
       assertThat(rows.unexpiredOrphans()).isZero();
       orphanScans++;
     }

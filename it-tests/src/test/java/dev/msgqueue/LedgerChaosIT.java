@@ -427,7 +427,7 @@ class LedgerChaosIT {
     while (consuming) {
       try {
         reaps.add(repository.reapIdleQueues().size());
-        expiredDeleted.add(repository.deleteExpiredItems());
+        expiredDeleted.add(repository.deleteExpiredMessages());
         if (failedSinceLastSuccess) {
           reaperRecoveries.increment();
           failedSinceLastSuccess = false;

@@ -74,7 +74,7 @@ class PublishReapStressIT {
       tasks.add(pool.submit(() -> {
         while (Instant.now().isBefore(end)) {
           repository.reapIdleQueues().forEach(name -> reapsPerQueue.merge(name, 1, Integer::sum));
-          repository.deleteExpiredItems();
+          repository.deleteExpiredMessages();
         }
         return null;
       }));

@@ -91,13 +91,13 @@ class ReaperInterleavingsIT {
   @Test
   void c_aPublishArrivingWhileTheReaperHoldsTheRowWaitsThenHeals() throws Exception {
     QueueSpec spec = idleQueue("case-c");
-    List<String> locked = QueueStatements.lockIdleQueues(reaperSession.dsl(), config.reapIdleThreshold(), 10);
+    List<String> locked = IdleQueueReaper.lockIdleQueues(reaperSession.dsl(), config.reapIdleThreshold(), 10);
     assertThat(locked).containsExactly("case-c");
 
     CompletableFuture<Long> publish = CompletableFuture.supplyAsync(
         () -> repository.inTransaction(publisher.dsl()).publish(spec, "{}"));
     publisher.awaitWaitingOnLock(db.dsl());
-    assertThat(QueueStatements.deleteQueuesWithoutLiveItems(reaperSession.dsl(), locked)).containsExactly("case-c");
+    assertThat(IdleQueueReaper.deleteEmptyQueues(reaperSession.dsl(), locked)).containsExactly("case-c");
     reaperSession.commit();
     long id = publish.get(20, TimeUnit.SECONDS);
     publisher.commit();
@@ -109,13 +109,13 @@ class ReaperInterleavingsIT {
   @Test
   void c_autocommit_aPlainInsertArrivingWhileTheReaperHoldsTheRowWaitsThenHeals() throws Exception {
     QueueSpec spec = idleQueue("case-c-autocommit");
-    List<String> locked = QueueStatements.lockIdleQueues(reaperSession.dsl(), config.reapIdleThreshold(), 10);
+    List<String> locked = IdleQueueReaper.lockIdleQueues(reaperSession.dsl(), config.reapIdleThreshold(), 10);
     assertThat(locked).containsExactly("case-c-autocommit");
 
     // Outside a transaction the fast path is the plain insert: its foreign-key check waits, then fails with 23503.
     CompletableFuture<Long> publish = CompletableFuture.supplyAsync(() -> repository.publish(spec, "{}"));
     awaitSomeBackendWaitingOnLock();
-    assertThat(QueueStatements.deleteQueuesWithoutLiveItems(reaperSession.dsl(), locked))
+    assertThat(IdleQueueReaper.deleteEmptyQueues(reaperSession.dsl(), locked))
         .containsExactly("case-c-autocommit");
     reaperSession.commit();
     long id = publish.get(20, TimeUnit.SECONDS);
@@ -142,13 +142,13 @@ class ReaperInterleavingsIT {
     // The reaper's first statement takes its snapshot (the item is not visible) and then waits for the row lock.
     // Production skips locked rows instead; waiting here holds the window open deterministically.
     CompletableFuture<List<String>> candidates = CompletableFuture.supplyAsync(() ->
-        QueueStatements.idleQueues(reaperSession.dsl(), config.reapIdleThreshold(), 10).fetch(MESSAGE_QUEUE.NAME));
+        IdleQueueReaper.idleQueues(reaperSession.dsl(), config.reapIdleThreshold(), 10).fetch(MESSAGE_QUEUE.NAME));
     reaperSession.awaitWaitingOnLock(db.dsl());
     publisher.commit();
     assertThat(candidates.get(20, TimeUnit.SECONDS)).as("stale: chosen before the item committed")
         .containsExactly("case-d");
 
-    List<String> deleted = QueueStatements.deleteQueuesWithoutLiveItems(reaperSession.dsl(), List.of("case-d"));
+    List<String> deleted = IdleQueueReaper.deleteEmptyQueues(reaperSession.dsl(), List.of("case-d"));
     reaperSession.commit();
 
     assertThat(deleted).isEmpty();
@@ -195,12 +195,12 @@ class ReaperInterleavingsIT {
   @Test
   void e2_aKeepAliveArrivingWhileTheReaperHoldsTheRowWritesNothingWithoutWaitingAndThePublishHeals() {
     QueueSpec spec = idleQueue("case-e2");
-    List<String> locked = QueueStatements.lockIdleQueues(reaperSession.dsl(), config.reapIdleThreshold(), 10);
+    List<String> locked = IdleQueueReaper.lockIdleQueues(reaperSession.dsl(), config.reapIdleThreshold(), 10);
     try (Session keepAlive = Session.open(db).lockTimeout(Duration.ofMillis(500))) {
       assertThat(repository.inTransaction(keepAlive.dsl()).touch("case-e2")).isFalse();
       keepAlive.commit();
     }
-    assertThat(QueueStatements.deleteQueuesWithoutLiveItems(reaperSession.dsl(), locked)).containsExactly("case-e2");
+    assertThat(IdleQueueReaper.deleteEmptyQueues(reaperSession.dsl(), locked)).containsExactly("case-e2");
     reaperSession.commit();
 
     long id = repository.publish(spec, "{}");

@@ -1,4 +1,4 @@
-package dev.msgqueue.it;
+package dev.msgqueue.codegen.naming;
 
 import org.jooq.codegen.DefaultGeneratorStrategy;
 import org.jooq.meta.ColumnDefinition;

@@ -1,0 +1,41 @@
+package dev.msgqueue.it;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.jooq.Tables;
+import java.io.IOException;
+import java.net.JarURLConnection;
+import java.net.URL;
+import java.util.jar.Attributes;
+import java.util.jar.JarFile;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Each published jar names its module in its manifest, so that services on the module path require a stable name
+ * rather than one derived from the file name. Runs against the jars Maven packaged (the integration-test phase).
+ */
+class PublishedJarsIT {
+
+  @Test
+  void eachPublishedJarDeclaresItsAutomaticModuleName() throws IOException {
+    assertThat(automaticModuleName(resource(MessageQueueRepository.class))).isEqualTo("dev.msgqueue.core");
+    assertThat(automaticModuleName(resource(Tables.class))).isEqualTo("dev.msgqueue.codegen");
+    assertThat(automaticModuleName(PublishedJarsIT.class.getClassLoader().getResource(Migrations.CHANGELOG)))
+        .isEqualTo("dev.msgqueue.migrations");
+  }
+
+  private static URL resource(Class<?> type) {
+    return type.getResource(type.getSimpleName() + ".class");
+  }
+
+  private static String automaticModuleName(URL resource) throws IOException {
+    assertThat(resource.getProtocol()).as("%s comes from a packaged jar (run through mvn verify)", resource)
+        .isEqualTo("jar");
+    JarURLConnection connection = (JarURLConnection) resource.openConnection();
+    connection.setUseCaches(false);
+    try (JarFile jar = connection.getJarFile()) {
+      return jar.getManifest().getMainAttributes().getValue(new Attributes.Name("Automatic-Module-Name"));
+    }
+  }
+}
