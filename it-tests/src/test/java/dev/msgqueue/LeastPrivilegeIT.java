@@ -159,8 +159,19 @@ class LeastPrivilegeIT {
     QueueSpec idle = QueueSpec.autoDeleted("idle");
     repository.bindQueue(idle);
     Thread.sleep(400);
-    assertThat(repository.deleteExpiredItems()).isGreaterThanOrEqualTo(1);
+    assertThat(repository.deleteExpiredMessages()).isGreaterThanOrEqualTo(1);
     assertThat(repository.reapIdleQueues()).contains("idle");
+
+    // the Housekeeper: its advisory lock, then both jobs
+    repository.bindQueue(QueueSpec.autoDeleted("idle-for-housekeeper"));
+    repository.publish(orders, "{\"n\": \"short-lived 2\"}", PublishOptions.defaults().withTtl(Duration.ofMillis(1)));
+    Thread.sleep(400);
+    try (Housekeeper housekeeper = Housekeeper.builder(repository).build()) {
+      HousekeepingRun run = housekeeper.runOnce();
+      assertThat(run.outcome()).as("%s", run).isEqualTo(HousekeepingRun.Outcome.COMPLETED);
+      assertThat(run.reapedQueues()).isGreaterThanOrEqualTo(1);
+      assertThat(run.deletedExpiredMessages()).isGreaterThanOrEqualTo(1);
+    }
 
     // Subscriber (lease mode) woken through a WakeupListener, both on the application role's connections
     Set<String> handled = ConcurrentHashMap.newKeySet();
@@ -236,7 +247,7 @@ class LeastPrivilegeIT {
       assertThat(repository.nack(claimed.get(0), Duration.ZERO)).isTrue();
       assertThat(repository.ack(claimed.subList(1, 4))).hasSize(3);
     }
-    repository.deleteExpiredItems();
+    repository.deleteExpiredMessages();
     repository.reapIdleQueues();
     // A name PostgreSQL cannot store (NUL) is refused before any SQL.
     assertThatThrownBy(() -> repository.publish(QueueSpec.durable("a\u0000; DROP TABLE x"), payload))

@@ -159,9 +159,20 @@ class PgBouncerIT {
     }
     repository.bindQueue(QueueSpec.autoDeleted("idle"));
     Thread.sleep(400);
-    assertThat(repository.deleteExpiredItems()).isEqualTo(10);
+    assertThat(repository.deleteExpiredMessages()).isEqualTo(10);
     assertThat(repository.reapIdleQueues()).contains("idle");
     assertThat(db.dsl().fetchCount(MESSAGE_QUEUE, MESSAGE_QUEUE.NAME.eq("idle"))).isZero();
+
+    // the Housekeeper: its advisory lock, then both jobs
+    repository.bindQueue(QueueSpec.autoDeleted("idle-for-housekeeper"));
+    repository.publish(orders, "{\"n\": \"short-lived 2\"}", PublishOptions.defaults().withTtl(Duration.ofMillis(1)));
+    Thread.sleep(400);
+    try (Housekeeper housekeeper = Housekeeper.builder(repository).build()) {
+      HousekeepingRun run = housekeeper.runOnce();
+      assertThat(run.outcome()).as("%s", run).isEqualTo(HousekeepingRun.Outcome.COMPLETED);
+      assertThat(run.reapedQueues()).isGreaterThanOrEqualTo(1);
+      assertThat(run.deletedExpiredMessages()).isGreaterThanOrEqualTo(1);
+    }
   }
 
   @Test
@@ -175,7 +186,7 @@ class PgBouncerIT {
     DSL.using(single, SQLDialect.POSTGRES).transaction(tx -> repository.inTransaction(tx.dsl()).publish(queue, "{}"));
     repository.ack(repository.claim(queue.name(), 10, Duration.ofSeconds(30)));
     repository.touch(queue.name());
-    repository.deleteExpiredItems(); // sets lock_timeout for its transaction
+    repository.deleteExpiredMessages(); // sets lock_timeout for its transaction
     repository.reapIdleQueues(); // likewise
 
     try (Connection observer = single.getConnection(); Statement statement = observer.createStatement();

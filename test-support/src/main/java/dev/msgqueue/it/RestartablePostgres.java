@@ -37,8 +37,8 @@ public final class RestartablePostgres implements AutoCloseable {
     this.asPostgresUser = asPostgresUser;
   }
 
-  /** Creates a cluster (initdb) and starts it. */
-  public static RestartablePostgres start() {
+  /** Creates a cluster (initdb) and starts it, with {@code settings} (postgresql.conf lines) added. */
+  public static RestartablePostgres start(String... settings) {
     Path bin = binaries();
     boolean root = "root".equals(System.getProperty("user.name"));
     try {
@@ -61,6 +61,7 @@ public final class RestartablePostgres implements AutoCloseable {
           "max_connections = 100",
           "fsync = on",
           "synchronous_commit = on",
+          String.join("\n", settings),
           ""), StandardCharsets.UTF_8, java.nio.file.StandardOpenOption.APPEND);
       server.startServer();
       return server;
