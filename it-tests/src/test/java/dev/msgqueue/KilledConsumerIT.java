@@ -93,7 +93,12 @@ class KilledConsumerIT {
       for (int kill = 0; kill < KILLS; kill++) {
         sleep(BETWEEN_KILLS.toMillis());
         Child victim = children.remove(kill % 2 == 0 ? 0 : children.size() - 1);
-        awaitTrue(() -> handledBy(victim.name()) > 0, "the victim " + victim.name() + " has handled messages");
+        awaitTrue(() -> {
+          if (!victim.process().isAlive()) {
+            throw new AssertionError(victim.name() + " exited by itself: " + logOf(logs, victim.name()));
+          }
+          return handledBy(victim.name()) > 0;
+        }, "the victim " + victim.name() + " has handled messages", Duration.ofSeconds(180));
         long killedAt = System.nanoTime();
         System.out.printf("KilledConsumerIT: kill %d at %d ms%n", kill, (killedAt - begin) / 1_000_000);
         victim.process().destroyForcibly().waitFor(30, TimeUnit.SECONDS);
@@ -160,6 +165,14 @@ class KilledConsumerIT {
         .redirectOutput(logs.resolve(name + ".log").toFile())
         .start();
     return new Child(name, process);
+  }
+
+  private static String logOf(Path logs, String consumer) {
+    try {
+      return Files.readString(logs.resolve(consumer + ".log"));
+    } catch (java.io.IOException e) {
+      return "(no log: " + e + ")";
+    }
   }
 
   private int handledBy(String consumer) {

@@ -9,7 +9,8 @@
 --   * the identity sequence of "MessageQueueItem"."id": PostgreSQL draws identity values for an INSERT without
 --     checking privileges on the sequence.
 --   * TRUNCATE, REFERENCES, TRIGGER, or any grant option; anything on DATABASECHANGELOG / DATABASECHANGELOGLOCK.
---   * pg_notify / LISTEN (wake-ups), now(), timezone(): callable by every role (EXECUTE is granted to PUBLIC).
+--   * pg_notify / LISTEN (wake-ups), the Housekeeper's pg_try_advisory_xact_lock, now(), timezone(): callable by
+--     every role (EXECUTE is granted to PUBLIC).
 --   * the enum type "MessageQueueItemStatus": USAGE on types is granted to PUBLIC by default.
 -- UPDATE is needed on both tables also for the row locks (SELECT ... FOR UPDATE / FOR NO KEY UPDATE / FOR KEY SHARE)
 -- that the claim, the keep-alive and the reaper take.

@@ -42,7 +42,8 @@ public final class ConsumerProcess {
     HikariConfig poolConfig = new HikariConfig();
     poolConfig.setJdbcUrl(url);
     poolConfig.addDataSourceProperty("ApplicationName", consumer);
-    poolConfig.setMaximumPoolSize(8);
+    poolConfig.setMaximumPoolSize(4); // a test server is shared: few connections per child
+    poolConfig.setConnectionTimeout(120_000);
     poolConfig.setPoolName(consumer);
     HikariDataSource pool = new HikariDataSource(poolConfig);
     DSLContext dsl = DSL.using(pool, SQLDialect.POSTGRES);
