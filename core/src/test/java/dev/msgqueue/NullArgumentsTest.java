@@ -44,13 +44,14 @@ class NullArgumentsTest {
    * and the values msgqueue returns (their constructors are not entry points).
    */
   private static final Set<Class<?>> NOT_ENTRY_POINTS = Set.of(QueueStatistics.class, HousekeepingRun.class,
-      HousekeepingRun.Outcome.class, MessageHandler.class, WakeupListener.ConnectionFactory.class);
+      HousekeepingRun.Outcome.class, FailureOutcome.class, DeadLetter.class, MessageHandler.class,
+      WakeupListener.ConnectionFactory.class);
   /** "Class.method#index": null means "the default" there. */
   private static final Set<String> NULLABLE = Set.of(
       "PublishOptions.<init>#0", // ttl: the configured default TTL
       "QueueSpec.<init>#4", // exclusiveConsumerId of a queue that is not exclusive
       "Builder.wakeups#0", // no wake-up listener: polling only
-      "PublishOptions.equals#0", "QueueSpec.equals#0", "MsgQueueConfig.equals#0");
+      "PublishOptions.equals#0", "QueueSpec.equals#0", "MsgQueueConfig.equals#0", "RetryPolicy.equals#0");
 
   private final DSLContext mock = DSL.using(new MockConnection(ctx -> new MockResult[] {
       new MockResult(1, DSL.using(SQLDialect.POSTGRES).newResult())}), SQLDialect.POSTGRES);
@@ -84,6 +85,8 @@ class NullArgumentsTest {
     instances.put(WakeupListener.class, listener);
     instances.put(ClaimedMessage.class, claimed);
     instances.put(Housekeeper.Builder.class, Housekeeper.builder(pooled));
+    instances.put(RetryPolicy.class, RetryPolicy.defaults("q-dlq"));
+    instances.put(RetryPolicy.Builder.class, RetryPolicy.builder("q-dlq"));
 
     List<String> checked = new ArrayList<>();
     List<String> wrong = new ArrayList<>();
@@ -113,7 +116,9 @@ class NullArgumentsTest {
     assertThat(checked).contains("PublishOptions.withTtl#0", "QueueSpec.exclusive#1", "MessageQueueRepository.ack#0",
         "MessageQueueRepository.nack#1", "TransactionalQueue.publish#1", "Subscriber.close#0", "Builder.lease#0",
         "WakeupListener.start#0", "MessageQueueRepository.create#0", "MsgQueueConfig.<init>#0",
-        "Housekeeper.builder#0", "MessageQueueRepository.queueStatistics#0");
+        "Housekeeper.builder#0", "MessageQueueRepository.queueStatistics#0",
+        "MessageQueueRepository.fail#1", "TransactionalQueue.extendLeases#0", "RetryPolicy.<init>#5",
+        "Builder.deadLetterTtl#0");
     assertThat(checked).hasSizeGreaterThan(60);
   }
 
@@ -219,6 +224,10 @@ class NullArgumentsTest {
       };
     } else if (type == WakeupListener.class) {
       return listener;
+    } else if (type == Throwable.class) {
+      return new IllegalStateException("handler failed");
+    } else if (type == RetryPolicy.class) {
+      return RetryPolicy.defaults("q-dlq");
     } else if (type == Object.class) {
       return "other";
     }

@@ -24,6 +24,8 @@ import java.util.List;
  * @param rounds how many slices each contention cell is measured in, the strategies in rotated order per round
  * @param scenarioIds the scenarios to run, by id; empty for all
  * @param keepDatabase whether to leave the benchmark database on the server when done (for inspection)
+ * @param drainMessages how many messages the drain scenario preloads per cell
+ * @param sustainedDuration how long each sustained run publishes and consumes
  */
 record BenchOptions(
     String jdbcUrl,
@@ -38,7 +40,9 @@ record BenchOptions(
     int rounds,
     List<String> scenarioIds,
     boolean quick,
-    boolean keepDatabase) {
+    boolean keepDatabase,
+    int drainMessages,
+    Duration sustainedDuration) {
 
   static final String USAGE = String.join(System.lineSeparator(),
       "usage: java -jar bench/target/msgqueue-bench.jar [options]",
@@ -58,7 +62,10 @@ record BenchOptions(
       "  --e2e-rate N            messages/s of the end-to-end runs' steady stream (default 200; quick 100)",
       "  --e2e-poll-interval SECONDS  the end-to-end subscriber's poll interval (default 1, the library's;",
       "                          quick 0.2)",
-      "  --scenarios IDS         run only these: publish-contention,batching,reaper-race,end-to-end",
+      "  --drain-messages N      messages preloaded per drain cell (default 100000; quick 2000)",
+      "  --sustained SECONDS     length of each sustained run (default 20; quick 1)",
+      "  --scenarios IDS         run only these: publish-contention,batching,reaper-race,end-to-end,drain,",
+      "                          sustained",
       "  --quick                 tiny sizes, about 20 s in all (the CI smoke test)",
       "  --keep-database         do not drop the benchmark database at the end",
       "  --help                  this text");
@@ -88,6 +95,8 @@ record BenchOptions(
     // the throughput cells use), so that the check spans several intervals under load.
     Duration contentionKeepAlive = quick ? Duration.ofMillis(250) : Duration.ofSeconds(1);
     boolean keepDatabase = false;
+    int drainMessages = quick ? 2_000 : 100_000;
+    Duration sustained = quick ? Duration.ofSeconds(1) : Duration.ofSeconds(20);
     List<String> scenarioIds = List.of();
     for (int i = 0; i < args.length; i++) {
       String arg = args[i];
@@ -110,6 +119,8 @@ record BenchOptions(
         case "--keep-alive" -> contentionKeepAlive = seconds(value(args, ++i, arg), arg);
         case "--e2e-rate" -> endToEndRate = positiveInts(value(args, ++i, arg), arg, 10_000).get(0);
         case "--e2e-poll-interval" -> endToEndPoll = seconds(value(args, ++i, arg), arg);
+        case "--drain-messages" -> drainMessages = positiveInts(value(args, ++i, arg), arg, 10_000_000).get(0);
+        case "--sustained" -> sustained = seconds(value(args, ++i, arg), arg);
         case "--scenarios" -> scenarioIds = List.of(value(args, ++i, arg).split(","));
         case "--reaper-race" -> reaperRace = reaperRace.withRunLength(seconds(value(args, ++i, arg), arg));
         default -> throw new UsageException("unknown option " + arg + System.lineSeparator() + USAGE);
@@ -123,7 +134,7 @@ record BenchOptions(
       throw new UsageException("--e2e-poll-interval must be at least 0.01 seconds");
     }
     return new BenchOptions(jdbcUrl, resultsDir, cellDuration, warmup, publishers, batchSizes, reaperRace,
-        new EndToEndSettings(endToEndRate, cellDuration, warmup, endToEndPoll), contentionKeepAlive, rounds, scenarioIds, quick, keepDatabase);
+        new EndToEndSettings(endToEndRate, cellDuration, warmup, endToEndPoll), contentionKeepAlive, rounds, scenarioIds, quick, keepDatabase, drainMessages, sustained);
   }
 
   int maxPublishers() {

@@ -77,6 +77,36 @@ final class TargetChecks {
     return checks;
   }
 
+  /** The consumption targets: drain ratios within this run, and a sustained backlog that does not grow. */
+  static List<Check> consumption(DrainScenario.DrainResult drain, SustainedScenario.SustainedResult sustained) {
+    List<Check> checks = new ArrayList<>();
+    if (drain != null) {
+      DrainScenario.Row subscriber = drain.row(DrainScenario.SUBSCRIBER, 16);
+      DrainScenario.Row loop = drain.row(DrainScenario.REPOSITORY, 1);
+      DrainScenario.Row production1 = drain.row(DrainScenario.PRODUCTION, 1);
+      double production = drain.rows().stream().filter(r -> r.consumer().equals(DrainScenario.PRODUCTION))
+          .mapToDouble(DrainScenario.Row::messagesPerSecond).max().orElse(Double.NaN);
+      if (subscriber != null) {
+        checks.add(atLeast("Subscriber conc 16 batch 100 / floor SQL", 0.4, subscriber.ratioToFloor(),
+            "drain, best floor cell"));
+        checks.add(atLeast("Subscriber conc 16 batch 100 / production SQL", 1.0,
+            subscriber.messagesPerSecond() / production, "drain, best production-SQL cell"));
+      }
+      if (loop != null && production1 != null) {
+        checks.add(atLeast("claim(100)+ack loop / production SQL, 1 thread", 0.8,
+            loop.messagesPerSecond() / production1.messagesPerSecond(), "drain, one thread each"));
+      }
+    }
+    if (sustained != null) {
+      for (SustainedScenario.Row row : sustained.rows()) {
+        double ratio = row.handledPerSecond() / row.publishedPerSecond();
+        checks.add(atLeast("sustained handled/s / published/s, concurrency " + row.concurrency(), 1.0, ratio,
+            sustained.publishers() + " publishers, default Subscriber settings"));
+      }
+    }
+    return checks;
+  }
+
   private static Check atLeast(String name, double target, double measured, String basis) {
     return new Check(name, String.format(Locale.ROOT, ">= %sx", target), measured, measured >= target, basis);
   }
