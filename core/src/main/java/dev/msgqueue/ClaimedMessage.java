@@ -14,9 +14,15 @@ public final class ClaimedMessage {
   private final String queueName;
   private final JSONB payload;
   private final LocalDateTime receiptDeadline;
+  private final boolean redelivered;
 
   ClaimedMessage(long id, String queueName, JSONB payload, LocalDateTime receiptDeadline) {
+    this(id, queueName, payload, receiptDeadline, false);
+  }
+
+  ClaimedMessage(long id, String queueName, JSONB payload, LocalDateTime receiptDeadline, boolean redelivered) {
     this.id = id;
+    this.redelivered = redelivered;
     this.queueName = Objects.requireNonNull(queueName, "queueName");
     this.payload = Objects.requireNonNull(payload, "payload");
     this.receiptDeadline = Objects.requireNonNull(receiptDeadline, "receiptDeadline");
@@ -46,6 +52,19 @@ public final class ClaimedMessage {
    */
   LocalDateTime receiptDeadline() {
     return receiptDeadline;
+  }
+
+  /**
+   * Whether the item was already ASSIGNED when this claim took it: an earlier claim's lease ran out without an ack or
+   * nack (its consumer crashed, hung, or lost the connection). Only lease mode re-claims ASSIGNED items.
+   */
+  boolean redelivered() {
+    return redelivered;
+  }
+
+  /** The same message under the receipt of a later claim or lease extension. */
+  ClaimedMessage withReceiptDeadline(LocalDateTime deadline) {
+    return new ClaimedMessage(id, queueName, payload, deadline, redelivered);
   }
 
   @Override

@@ -10,7 +10,8 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The expired-message cleanup: deletes expired messages, orphans (whose queue was deleted) included, in batches of
- * {@link MsgQueueConfig#cleanupBatchSize()}, each batch its own transaction.
+ * {@link MsgQueueConfig#cleanupBatchSize()}, each batch its own transaction; then the failure records of messages
+ * that are gone.
  */
 final class ExpiredMessageCleanup {
   private static final Logger log = LoggerFactory.getLogger(ExpiredMessageCleanup.class);
@@ -37,6 +38,25 @@ final class ExpiredMessageCleanup {
     } while (deleted == config.cleanupBatchSize());
     if (total > 0) {
       log.debug("deleted {} expired message(s)", total);
+    }
+    deleteOrphanedFailures();
+    return total;
+  }
+
+  /**
+   * Deletes the failure records (retry counts, dead-letter details in {@code "MessageQueueItemFailure"}) of messages
+   * that are gone: acked, expired and deleted above, or consumed from a dead-letter queue. The table has no foreign key
+   * that would cascade (it would cost every ack a trigger per message), so this is what keeps it small.
+   */
+  int deleteOrphanedFailures() {
+    int total = 0;
+    int deleted;
+    do {
+      deleted = RetryStatements.deleteOrphanedFailures(ctx, config.cleanupBatchSize());
+      total += deleted;
+    } while (deleted == config.cleanupBatchSize());
+    if (total > 0) {
+      log.debug("deleted {} failure record(s) of messages that are gone", total);
     }
     return total;
   }

@@ -2,19 +2,24 @@ package dev.msgqueue;
 
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 
+import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
 import java.sql.Connection;
 import java.time.Duration;
+import java.time.Instant;
+import java.time.LocalDateTime;
+import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Collections;
 import java.util.Comparator;
-import java.util.List;
 import java.util.HashMap;
 import java.util.HashSet;
+import java.util.List;
 import java.util.Map;
+import java.util.Objects;
+import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.atomic.AtomicReference;
-import java.util.Optional;
 import javax.sql.DataSource;
 import org.jooq.DSLContext;
 import org.jooq.JSONB;
@@ -319,7 +324,8 @@ public final class MessageQueueRepository {
     long start = System.nanoTime();
     List<ClaimedMessage> claimed = new ArrayList<>();
     for (var row : QueueStatements.claim(ctx, queueName, max, lease)) {
-      claimed.add(new ClaimedMessage(row.value1(), row.value2(), row.value3(), row.value4()));
+      claimed.add(new ClaimedMessage(row.value1(), row.value2(), row.value3(), row.value4(),
+          row.value5() == MessageQueueItemStatus.ASSIGNED));
     }
     claimed.sort(Comparator.comparingLong(ClaimedMessage::id));
     events().claimed(queueName, claimed.size(), System.nanoTime() - start);
@@ -366,6 +372,142 @@ public final class MessageQueueRepository {
   }
 
   /**
+   * Extends the lease of a claimed message (lease mode), so a slow but alive handler keeps it: its new deadline is
+   * now + {@code lease}, or 1 ms past the current deadline if that is later (a deadline only moves forward). Returns
+   * the message under its new receipt, which {@link #ack}, {@link #nack}, {@link #fail} and further extensions must
+   * use: the old receipt stops matching. In the default mode the deadline is the expiry, so extending also postpones
+   * the expiry check of the claim (the item's {@code "expiresAt"} is unchanged).
+   *
+   * @return the message under its new receipt, or empty if the claim is no longer held (acked, nacked, failed,
+   *     extended already under this receipt, or re-claimed by another consumer after the lease ran out)
+   * @throws IllegalArgumentException for a null message or a lease outside [{@link #MIN_LEASE}, a year], before any
+   *     SQL
+   */
+  public Optional<ClaimedMessage> extendLease(ClaimedMessage message, Duration lease) {
+    Arguments.requireNonNull(message, "message");
+    requireValidLease(lease);
+    return RetryStatements.extendLease(ctx, message, lease).map(message::withReceiptDeadline);
+  }
+
+  /**
+   * {@link #extendLease} for a batch, in one statement.
+   *
+   * @return the messages whose claim was still held, under their new receipts, in id order; the others are left alone
+   * @throws IllegalArgumentException for a null collection or element, more than {@value #MAX_BATCH_SIZE} messages,
+   *     or an invalid lease, before any SQL
+   */
+  public List<ClaimedMessage> extendLeases(Collection<ClaimedMessage> messages, Duration lease) {
+    Retries.requireMessages(messages);
+    requireValidLease(lease);
+    if (messages.isEmpty()) {
+      return List.of();
+    }
+    Map<Long, LocalDateTime> deadlines = new HashMap<>();
+    RetryStatements.extendLeases(ctx, messages, lease).forEach(row -> deadlines.put(row.value1(), row.value2()));
+    List<ClaimedMessage> extended = new ArrayList<>(deadlines.size());
+    for (ClaimedMessage message : messages) {
+      LocalDateTime deadline = deadlines.remove(message.id());
+      if (deadline != null) {
+        extended.add(message.withReceiptDeadline(deadline));
+      }
+    }
+    extended.sort(Comparator.comparingLong(ClaimedMessage::id));
+    return extended;
+  }
+
+  /**
+   * Settles a claimed message whose handler failed (lease mode), by {@code policy}: if this was one of its first
+   * {@code maxDeliveries - 1} deliveries it is released, claimable again after the policy's backoff; if it was the
+   * {@code maxDeliveries}-th it moves to the policy's dead-letter queue, in one statement, with the error's class and
+   * message. Deliveries whose lease ran out count too, once the redelivering claim has counted them. Only the holder
+   * of the current receipt can fail a message, once: a consumer racing it with another fail or an ack under the same
+   * receipt finds nothing to do.
+   *
+   * <p>Costs two statements (read the failure count, then release or move), and writes a row in the side table
+   * {@code "MessageQueueItemFailure"}; messages that never fail never touch that table.
+   *
+   * @return what was done
+   * @throws IllegalArgumentException for a null argument, or a message that is in the policy's dead-letter queue
+   *     already, before any SQL
+   */
+  public FailureOutcome fail(ClaimedMessage message, Throwable error, RetryPolicy policy) {
+    Arguments.requireNonNull(message, "message");
+    Arguments.requireNonNull(error, "error");
+    Arguments.requireNonNull(policy, "policy");
+    if (message.queueName().equals(policy.deadLetterQueue())) {
+      throw new IllegalArgumentException("message " + message.id() + " is in the dead-letter queue \""
+          + policy.deadLetterQueue() + "\" already: a dead-letter queue's consumer needs a policy naming another one");
+    }
+    return Retries.fail(ctx, message, error, policy);
+  }
+
+  /**
+   * For a subscriber, right after a lease-mode claim: counts each redelivered message's expired lease (its previous
+   * delivery ended without ack, nack or fail) as a failed delivery, and moves those that already had
+   * {@code maxDeliveries} deliveries to the dead-letter queue instead of delivering them again, so a message that
+   * crashes its consumer every time is dead-lettered too. One statement when some message was redelivered, none
+   * otherwise. Messages of the policy's dead-letter queue itself are handed on uncounted.
+   *
+   * <p>If the process dies between the claim and this call, that one redelivery goes uncounted: the message gets one
+   * delivery more than {@code maxDeliveries}, never fewer.
+   *
+   * @return the messages to handle, in the given order: all but the dead-lettered ones
+   */
+  List<ClaimedMessage> countRedeliveries(List<ClaimedMessage> claimed, RetryPolicy policy) {
+    Objects.requireNonNull(claimed, "claimed");
+    Objects.requireNonNull(policy, "policy");
+    return Retries.countRedeliveries(ctx, claimed, policy);
+  }
+
+  /**
+   * The oldest dead letters in {@code deadLetterQueue}, lowest id first (unexpired ones only).
+   *
+   * @throws IllegalArgumentException for an invalid queue name or {@code max} outside [1, {@value #MAX_BATCH_SIZE}]
+   */
+  public List<DeadLetter> deadLetters(String deadLetterQueue, int max) {
+    return deadLetters(deadLetterQueue, 0, max);
+  }
+
+  /**
+   * The dead letters in {@code deadLetterQueue} with ids above {@code afterId}, lowest id first: to page through
+   * them, pass the last id of the previous page.
+   *
+   * @throws IllegalArgumentException for an invalid queue name or {@code max} outside [1, {@value #MAX_BATCH_SIZE}]
+   */
+  public List<DeadLetter> deadLetters(String deadLetterQueue, long afterId, int max) {
+    QueueSpec.requireValidName(deadLetterQueue);
+    if (max < 1 || max > MAX_BATCH_SIZE) {
+      throw new IllegalArgumentException("max must be in [1, " + MAX_BATCH_SIZE + "], was " + max);
+    }
+    List<DeadLetter> letters = new ArrayList<>();
+    for (var row : RetryStatements.deadLetters(ctx, deadLetterQueue, afterId, max)) {
+      letters.add(new DeadLetter(row.value1(), row.value2().data(), row.value3(), deadLetterQueue, row.value4(),
+          row.value5(), row.value6(), utcInstant(row.value7()), utcInstant(row.value8())));
+    }
+    return letters;
+  }
+
+  /**
+   * Moves a dead letter back to the queue it came from, PENDING and claimable now, with a fresh set of deliveries
+   * and the configured default TTL; it keeps its id. A dead letter that a consumer of the dead-letter queue holds
+   * right now is not moved.
+   *
+   * @return whether it moved; {@code false} if there is no such unexpired dead letter, or it is held
+   * @throws QueueNotFoundException if its original queue no longer exists (bind it, then re-publish); the caller's
+   *     transaction is not aborted
+   */
+  public boolean republishDeadLetter(long messageId) {
+    if (RetryStatements.republish(ctx, messageId, config.defaultMessageTtl()).isPresent()) {
+      return true;
+    }
+    Optional<String> original = RetryStatements.originalQueueOf(ctx, messageId);
+    if (original.isPresent() && !RetryStatements.queueExists(ctx, original.get())) {
+      throw new QueueNotFoundException(original.get());
+    }
+    return false;
+  }
+
+  /**
    * Creates the queue or updates its attributes to {@code spec}, and marks it active now. Takes an exclusive lock on
    * the queue row until the surrounding transaction ends; publishers are not blocked by it.
    */
@@ -407,7 +549,8 @@ public final class MessageQueueRepository {
 
   /**
    * Deletes expired messages, orphans (whose queue was deleted) included, in batches of
-   * {@link MsgQueueConfig#cleanupBatchSize()}, each batch its own transaction; skips rows locked by consumers.
+   * {@link MsgQueueConfig#cleanupBatchSize()}, each batch its own transaction; skips rows locked by consumers. Then
+   * deletes the failure records (retry counts, dead-letter details) of messages that are gone.
    * {@link Housekeeper} runs this on a schedule.
    *
    * @return how many messages it deleted
@@ -483,6 +626,10 @@ public final class MessageQueueRepository {
     return ctx.configuration()
         .deriveAppending(new StatementDeadlines(config.statementTimeout()), new FailureTranslation())
         .dsl();
+  }
+
+  private static Instant utcInstant(LocalDateTime utc) {
+    return utc == null ? null : utc.toInstant(ZoneOffset.UTC);
   }
 
   private static void requirePostgres(DSLContext ctx) {

@@ -9,6 +9,7 @@ import static org.jooq.impl.DSL.inline;
 import static org.jooq.impl.DSL.name;
 import static org.jooq.impl.DSL.row;
 import static org.jooq.impl.DSL.select;
+import static org.jooq.impl.DSL.table;
 import static org.jooq.impl.DSL.noCondition;
 import static org.jooq.impl.DSL.val;
 import static org.jooq.impl.DSL.values;
@@ -27,14 +28,16 @@ import java.util.function.Function;
 import org.jooq.CommonTableExpression;
 import org.jooq.Condition;
 import org.jooq.DSLContext;
+import org.jooq.DataType;
 import org.jooq.Field;
 import org.jooq.InsertOnDuplicateSetMoreStep;
 import org.jooq.InsertResultStep;
 import org.jooq.JSONB;
 import org.jooq.Record1;
 import org.jooq.Record2;
-import org.jooq.Record4;
+import org.jooq.Record5;
 import org.jooq.Result;
+import org.jooq.ResultQuery;
 import org.jooq.Row2;
 import org.jooq.Table;
 import org.jooq.exception.DataAccessException;
@@ -72,6 +75,16 @@ final class QueueStatements {
   private static final MessageQueueItem I = MESSAGE_QUEUE_ITEM;
   private static final Field<Integer> ORDINAL = field(name("v", "ordinal"), SQLDataType.INTEGER);
   private static final Field<JSONB> PAYLOAD = field(name("v", "payload"), SQLDataType.JSONB);
+  private static final String CLAIMED = "claimed";
+  private static final Field<Long> CLAIMED_ID = field(name(CLAIMED, "id"), SQLDataType.BIGINT);
+  private static final Field<MessageQueueItemStatus> PREVIOUS_STATUS =
+      field(name(CLAIMED, "previousStatus"), I.STATUS.getDataType());
+  private static final String RECEIPT = "receipt";
+  private static final Field<Long> RECEIPT_ID = field(name(RECEIPT, "id"), SQLDataType.BIGINT);
+  private static final Field<LocalDateTime> RECEIPT_DEADLINE =
+      field(name(RECEIPT, "deadline"), SQLDataType.LOCALDATETIME(3));
+  private static final DataType<Long[]> ID_ARRAY = SQLDataType.BIGINT.getArrayDataType();
+  private static final DataType<LocalDateTime[]> DEADLINE_ARRAY = SQLDataType.LOCALDATETIME(3).getArrayDataType();
 
   /** SQLSTATE foreign_key_violation: the only foreign key of "MessageQueueItem" is its queue. */
   private static final String FOREIGN_KEY_VIOLATION = "23503";
@@ -218,7 +231,7 @@ final class QueueStatements {
 
   /**
    * Claims up to {@code max} items of {@code queue}, lowest id first, in one statement, and returns them (unordered)
-   * with the deadline it stored as their receipt.
+   * with the deadline it stored as their receipt and the status each had before this claim.
    *
    * <p>Claimable means {@code "readAfter" <= now AND "expiresAt" > now}, locked FOR UPDATE SKIP LOCKED. Without a
    * lease (the default mode) the claim also requires {@code status = 'PENDING'}, the classic claim condition, and
@@ -228,30 +241,49 @@ final class QueueStatements {
    * deadline to be {@code <= now} and the lease is at least 1 ms, every re-claim stores a strictly later deadline at
    * the column's millisecond precision: a receipt is never reissued.
    *
+   * <p>Shape: {@code WITH claimed AS (SELECT id, status ... ORDER BY id LIMIT n FOR UPDATE SKIP LOCKED) UPDATE ...
+   * FROM claimed WHERE id = claimed.id RETURNING ..., claimed.status}. The CTE's status is the row's status as the
+   * lock found it (READ COMMITTED re-reads a row changed while the lock waited), so ASSIGNED there means the claim
+   * took over a lease that ran out: a redelivery. The limit is inlined rather than bound: with a bound limit
+   * PostgreSQL's generic plan (which it switches to after five executions, or always under
+   * {@code plan_cache_mode = force_generic_plan}) cannot know the limit is small, and estimated a full scan and hash
+   * join (35-40 ms on 100,000 rows); with the literal every plan walks the {@code ("queueId","id")} index and stops
+   * after n rows. One statement text per distinct {@code max}, which a subscriber keeps constant.
+   *
    * @param lease the lease, at least 1 ms, or {@code null} for the default (no redelivery) mode
    */
-  static Result<Record4<Long, String, JSONB, LocalDateTime>> claim(
+  static Result<Record5<Long, String, JSONB, LocalDateTime, MessageQueueItemStatus>> claim(
+      DSLContext ctx, String queue, int max, Duration lease) {
+    return claimQuery(ctx, queue, max, lease).fetch();
+  }
+
+  /** The statement {@link #claim} runs. */
+  static ResultQuery<Record5<Long, String, JSONB, LocalDateTime, MessageQueueItemStatus>> claimQuery(
       DSLContext ctx, String queue, int max, Duration lease) {
     var claimable = I.as("claimable");
     Condition condition = claimable.QUEUE_ID.eq(queue)
         .and(claimable.READ_AFTER.le(utcNow()))
         .and(claimable.EXPIRES_AT.gt(utcNow()));
     if (lease == null) {
-      condition = condition.and(claimable.STATUS.eq(MessageQueueItemStatus.PENDING));
+      condition = condition.and(claimable.STATUS.eq(inline(MessageQueueItemStatus.PENDING)));
     }
+    CommonTableExpression<Record2<Long, MessageQueueItemStatus>> claimed =
+        name(CLAIMED).fields(CLAIMED_ID.getName(), PREVIOUS_STATUS.getName())
+            .as(select(claimable.ID, claimable.STATUS)
+                .from(claimable)
+                .where(condition)
+                .orderBy(claimable.ID)
+                .limit(inline(max))
+                .forUpdate()
+                .skipLocked());
     Field<LocalDateTime> deadline = lease == null ? I.EXPIRES_AT : utcNowPlus(lease);
-    return ctx.update(I)
-        .set(I.STATUS, MessageQueueItemStatus.ASSIGNED)
+    return ctx.with(claimed)
+        .update(I)
+        .set(I.STATUS, inline(MessageQueueItemStatus.ASSIGNED))
         .set(I.READ_AFTER, deadline)
-        .where(I.ID.in(select(claimable.ID)
-            .from(claimable)
-            .where(condition)
-            .orderBy(claimable.ID)
-            .limit(max)
-            .forUpdate()
-            .skipLocked()))
-        .returningResult(I.ID, I.QUEUE_ID, I.PAYLOAD, I.READ_AFTER)
-        .fetch();
+        .from(claimed)
+        .where(I.ID.eq(CLAIMED_ID))
+        .returningResult(I.ID, I.QUEUE_ID, I.PAYLOAD, I.READ_AFTER, PREVIOUS_STATUS);
   }
 
   /**
@@ -259,14 +291,37 @@ final class QueueStatements {
    * equal to the deadline the claim stored. An item re-claimed by another consumer (or nacked) carries another
    * deadline and is left alone.
    *
+   * <p>The receipts travel as two arrays joined with {@code unnest(ids, deadlines)}: two bind values whatever the
+   * batch size, planned as a nested loop over the primary key. A row-value list {@code ("id","readAfter") IN ((?,?),
+   * ...)} took 200 bind values for 100 receipts and about 15 times as long to plan and run.
+   *
    * @return the ids deleted
    */
   static List<Long> ack(DSLContext ctx, Collection<ClaimedMessage> messages) {
+    Long[] ids = new Long[messages.size()];
+    LocalDateTime[] deadlines = new LocalDateTime[messages.size()];
+    int i = 0;
+    for (ClaimedMessage message : messages) {
+      ids[i] = message.id();
+      deadlines[i] = message.receiptDeadline();
+      i++;
+    }
     return ctx.deleteFrom(I)
-        .where(row(I.ID, I.READ_AFTER).in(receipts(messages)))
-        .and(I.STATUS.eq(MessageQueueItemStatus.ASSIGNED))
+        .using(receipts(ids, deadlines))
+        .where(I.ID.eq(RECEIPT_ID))
+        .and(I.READ_AFTER.eq(RECEIPT_DEADLINE))
+        .and(I.STATUS.eq(inline(MessageQueueItemStatus.ASSIGNED)))
         .returning(I.ID)
         .fetch(I.ID);
+  }
+
+  /**
+   * The receipts as a table {@code receipt(id, deadline)}. Plain SQL because jOOQ's {@code unnest} takes one array,
+   * and PostgreSQL's multi-array form is what zips the two into rows.
+   */
+  private static Table<?> receipts(Long[] ids, LocalDateTime[] deadlines) {
+    return table("unnest({0}, {1})", val(ids, ID_ARRAY), val(deadlines, DEADLINE_ARRAY))
+        .as(RECEIPT, RECEIPT_ID.getName(), RECEIPT_DEADLINE.getName());
   }
 
   /**
@@ -291,14 +346,6 @@ final class QueueStatements {
    */
   static void notifyWakeup(DSLContext ctx, String queue) {
     ctx.select(function("pg_notify", SQLDataType.OTHER, inline(Wakeups.CHANNEL), val(queue))).execute();
-  }
-
-  private static List<Row2<Long, LocalDateTime>> receipts(Collection<ClaimedMessage> messages) {
-    List<Row2<Long, LocalDateTime>> receipts = new ArrayList<>(messages.size());
-    for (ClaimedMessage message : messages) {
-      receipts.add(row(message.id(), message.receiptDeadline()));
-    }
-    return receipts;
   }
 
   private static Table<Record2<Integer, JSONB>> payloadRows(List<JSONB> payloads) {

@@ -3,6 +3,7 @@ package dev.msgqueue;
 import java.time.Duration;
 import java.util.Collection;
 import java.util.List;
+import java.util.Optional;
 import org.jooq.JSONB;
 
 /**
@@ -75,6 +76,26 @@ public final class TransactionalQueue {
   /** See {@link MessageQueueRepository#nack(ClaimedMessage, Duration)}. */
   public boolean nack(ClaimedMessage message, Duration delay) {
     return bound.nack(message, delay);
+  }
+
+  /** See {@link MessageQueueRepository#extendLease(ClaimedMessage, Duration)}. */
+  public Optional<ClaimedMessage> extendLease(ClaimedMessage message, Duration lease) {
+    return bound.extendLease(message, lease);
+  }
+
+  /** See {@link MessageQueueRepository#extendLeases(Collection, Duration)}. */
+  public List<ClaimedMessage> extendLeases(Collection<ClaimedMessage> messages, Duration lease) {
+    return bound.extendLeases(messages, lease);
+  }
+
+  /** See {@link MessageQueueRepository#fail(ClaimedMessage, Throwable, RetryPolicy)}. */
+  public FailureOutcome fail(ClaimedMessage message, Throwable error, RetryPolicy policy) {
+    return bound.fail(message, error, policy);
+  }
+
+  /** See {@link MessageQueueRepository#republishDeadLetter(long)}. */
+  public boolean republishDeadLetter(long messageId) {
+    return bound.republishDeadLetter(messageId);
   }
 
   /** See {@link MessageQueueRepository#bindQueue(QueueSpec)}. */

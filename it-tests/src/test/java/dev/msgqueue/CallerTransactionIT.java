@@ -165,6 +165,7 @@ class CallerTransactionIT {
         .collect(Collectors.toSet());
 
     assertThat(offered).containsExactlyInAnyOrder(
-        "publish", "publishBatch", "claim", "ack", "nack", "bindQueue", "touch");
+        "publish", "publishBatch", "claim", "ack", "nack", "extendLease", "extendLeases", "fail",
+        "republishDeadLetter", "bindQueue", "touch");
   }
 }

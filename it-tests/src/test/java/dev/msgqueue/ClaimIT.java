@@ -266,6 +266,108 @@ class ClaimIT {
   }
 
   @Test
+  void aReclaimAfterTheLeaseRanOutIsMarkedRedeliveredAndANackedOneIsNot() {
+    QueueSpec spec = bound("redelivered");
+    long id = repository.publish(spec, "1");
+
+    ClaimedMessage first = repository.claim(spec.name(), 1, LONG_LEASE).get(0);
+    assertThat(first.redelivered()).as("first delivery").isFalse();
+    expireLease(id);
+    ClaimedMessage second = repository.claim(spec.name(), 1, LONG_LEASE).get(0);
+    assertThat(second.id()).isEqualTo(id);
+    assertThat(second.redelivered()).as("the first lease ran out: a redelivery").isTrue();
+
+    assertThat(repository.nack(second, Duration.ZERO)).isTrue();
+    ClaimedMessage third = repository.claim(spec.name(), 1, LONG_LEASE).get(0);
+    assertThat(third.redelivered()).as("a nack hands the message back: not a crash").isFalse();
+    assertThat(repository.claim(spec.name(), 1)).isEmpty();
+    assertThat(repository.ack(third)).isTrue();
+  }
+
+  @Test
+  void aStaleReceiptInABatchAckDeletesNothingWhileTheRestOfTheBatchIsDeleted() {
+    QueueSpec spec = bound("stale-in-batch");
+    List<Long> ids = repository.publishBatch(spec, List.of("1", "2", "3", "4"));
+    List<ClaimedMessage> claimed = repository.claim(spec.name(), 4, LONG_LEASE);
+    assertThat(claimed).extracting(ClaimedMessage::id).containsExactlyElementsOf(ids);
+
+    // The lease of the second ran out and another consumer re-claimed it: the first consumer's receipt is stale.
+    expireLease(ids.get(1));
+    ClaimedMessage reclaimed = repository.claim(spec.name(), 10, LONG_LEASE).get(0);
+    assertThat(reclaimed.id()).isEqualTo(ids.get(1));
+
+    assertThat(repository.ack(claimed)).containsExactly(ids.get(0), ids.get(2), ids.get(3));
+    MessageQueueItemRecord kept = row(ids.get(1));
+    assertThat(kept.getStatus()).isEqualTo(MessageQueueItemStatus.ASSIGNED);
+    assertThat(kept.getReadAfter()).isEqualTo(reclaimed.receiptDeadline());
+    assertThat(repository.ack(List.of(reclaimed))).containsExactly(ids.get(1));
+  }
+
+  @Test
+  void theClaimsGenericPlanWalksTheQueueIndexWhateverPlanCacheModeSays() throws Exception {
+    QueueSpec spec = bound("generic-plan");
+    QueueSpec other = bound("generic-plan-other");
+    List<String> payloads = IntStream.range(0, 5_000).mapToObj(Integer::toString).toList();
+    repository.publishBatch(spec, payloads);
+    repository.publishBatch(other, payloads);
+    db.dsl().execute(DSL.query("ANALYZE \"MessageQueueItem\"")); // plain SQL: jOOQ has no ANALYZE
+
+    for (Duration lease : java.util.Arrays.asList(null, LONG_LEASE)) {
+      org.jooq.Query claim = QueueStatements.claimQuery(
+          DSL.using(org.jooq.SQLDialect.POSTGRES), spec.name(), 100, lease);
+      String plan = genericPlan(claim);
+      // The candidates come from the ("queueId","id") index, in id order, and the plan knows there are at most 100
+      // (a bound LIMIT's generic plan assumed a tenth of the table, and read and sorted all of it). How the 100 rows
+      // are then joined to the table is the planner's choice by table size, the same for every limit.
+      assertThat(plan).as(plan)
+          .containsPattern("Limit .*rows=100 ")
+          .containsPattern("Index Scan using \"MessageQueueItem_queueId_id_idx\" on \"MessageQueueItem\" claimable")
+          .containsPattern("CTE Scan on claimed .*rows=100 ")
+          .doesNotContain("Seq Scan on \"MessageQueueItem\" claimable")
+          .doesNotContain("Sort");
+    }
+  }
+
+  /**
+   * EXPLAIN of {@code query} prepared server-side with {@code $n} parameters and forced onto PostgreSQL's generic
+   * plan, the one it uses for any prepared statement once custom plans stop paying off (plain SQL: PREPARE, EXPLAIN
+   * EXECUTE and SET are not in jOOQ's DSL).
+   */
+  private String genericPlan(org.jooq.Query query) throws Exception {
+    org.jooq.DSLContext dollar = DSL.using(org.jooq.SQLDialect.POSTGRES,
+        new org.jooq.conf.Settings().withRenderNamedParamPrefix("$").withParamType(org.jooq.conf.ParamType.NAMED));
+    String sql = dollar.renderNamedParams(query);
+    StringBuilder arguments = new StringBuilder();
+    for (org.jooq.Param<?> param : query.getParams().values()) {
+      if (!param.isInline()) {
+        arguments.append(arguments.length() == 0 ? "" : ", ").append(dollar.renderInlined(param));
+      }
+    }
+    try (java.sql.Connection connection = db.connect(); java.sql.Statement statement = connection.createStatement()) {
+      statement.execute("SET plan_cache_mode = force_generic_plan");
+      try {
+        statement.execute("PREPARE claim_plan AS " + sql);
+      } catch (java.sql.SQLException e) {
+        throw new AssertionError(sql, e);
+      }
+      StringBuilder plan = new StringBuilder();
+      try (java.sql.ResultSet rows = statement.executeQuery("EXPLAIN EXECUTE claim_plan(" + arguments + ")")) {
+        while (rows.next()) {
+          plan.append(rows.getString(1)).append('\n');
+        }
+      }
+      return plan.toString();
+    }
+  }
+
+  /** Moves the item's lease deadline into the past, as if its lease had run out. */
+  private void expireLease(long id) {
+    db.dsl().update(MESSAGE_QUEUE_ITEM)
+        .set(MESSAGE_QUEUE_ITEM.READ_AFTER, QueueStatements.utcNowMinus(Duration.ofSeconds(1)))
+        .where(MESSAGE_QUEUE_ITEM.ID.eq(id)).execute();
+  }
+
+  @Test
   void invalidArgumentsFailBeforeAnySql() {
     assertThatThrownBy(() -> repository.claim("q", 0)).isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> repository.claim("q", MessageQueueRepository.MAX_BATCH_SIZE + 1))

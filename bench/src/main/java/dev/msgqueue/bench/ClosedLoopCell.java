@@ -7,6 +7,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.locks.LockSupport;
 import org.jooq.DSLContext;
@@ -15,10 +16,13 @@ import org.jooq.impl.DSL;
 
 /**
  * One cell: {@code publishers} threads, each on its own autocommit connection, publish back to back with one
- * strategy for a warm-up and then a measured window. Only publishes that start and end inside the window count.
+ * strategy for a warm-up and then a measured window. Only publishes that start and end inside the window count; the
+ * window stays open until at least one has.
  * The caller resets the database and creates the queue before; this reads the server's counters around the window.
  */
 final class ClosedLoopCell {
+  private static final Duration MAX_WINDOW_EXTENSION = Duration.ofSeconds(30);
+
   private ClosedLoopCell() { }
 
   /**
@@ -113,6 +117,7 @@ final class ClosedLoopCell {
       try (LockWaitSampler sampler = LockWaitSampler.start(database)) {
         clock.windowStart = System.nanoTime();
         TimeUnit.NANOSECONDS.sleep(window.toNanos());
+        awaitFirstCountedCall(clock);
         clock.windowEnd = System.nanoTime();
         lockWait = sampler.stop();
       }
@@ -154,11 +159,23 @@ final class ClosedLoopCell {
     }
   }
 
+  /**
+   * A window shorter than one call (a large batch on a loaded machine, in a short run) would count nothing: the window
+   * stays open until one call that started inside it has finished, for at most {@link #MAX_WINDOW_EXTENSION}.
+   */
+  private static void awaitFirstCountedCall(Clock clock) throws InterruptedException {
+    long giveUpAt = System.nanoTime() + MAX_WINDOW_EXTENSION.toNanos();
+    while (clock.countedCalls.get() == 0 && System.nanoTime() - giveUpAt < 0) {
+      TimeUnit.MILLISECONDS.sleep(5);
+    }
+  }
+
   /** The cell's phases, shared by its threads. Long.MAX_VALUE until set. */
   private static final class Clock {
     volatile long windowStart = Long.MAX_VALUE;
     volatile long windowEnd = Long.MAX_VALUE;
     volatile boolean stopped;
+    final AtomicLong countedCalls = new AtomicLong();
   }
 
   private static final class Worker extends Thread {
@@ -203,6 +220,7 @@ final class ClosedLoopCell {
         if (begin >= clock.windowStart && end <= clock.windowEnd) {
           latencies.record(end - begin);
           calls++;
+          clock.countedCalls.incrementAndGet();
           messages += stored;
         }
       }

@@ -6,6 +6,7 @@ package dev.msgqueue.jooq;
 
 import dev.msgqueue.jooq.tables.MessageQueue;
 import dev.msgqueue.jooq.tables.MessageQueueItem;
+import dev.msgqueue.jooq.tables.MessageQueueItemFailure;
 
 import java.util.Arrays;
 import java.util.List;
@@ -39,6 +40,11 @@ public class DefaultSchema extends SchemaImpl {
     public final MessageQueueItem MESSAGE_QUEUE_ITEM = MessageQueueItem.MESSAGE_QUEUE_ITEM;
 
     /**
+     * The table <code>MessageQueueItemFailure</code>.
+     */
+    public final MessageQueueItemFailure MESSAGE_QUEUE_ITEM_FAILURE = MessageQueueItemFailure.MESSAGE_QUEUE_ITEM_FAILURE;
+
+    /**
      * No further instances allowed
      */
     private DefaultSchema() {
@@ -55,7 +61,8 @@ public class DefaultSchema extends SchemaImpl {
     public final List<Table<?>> getTables() {
         return Arrays.asList(
             MessageQueue.MESSAGE_QUEUE,
-            MessageQueueItem.MESSAGE_QUEUE_ITEM
+            MessageQueueItem.MESSAGE_QUEUE_ITEM,
+            MessageQueueItemFailure.MESSAGE_QUEUE_ITEM_FAILURE
         );
     }
 }

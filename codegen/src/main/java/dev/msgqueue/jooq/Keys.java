@@ -6,6 +6,8 @@ package dev.msgqueue.jooq;
 
 import dev.msgqueue.jooq.tables.MessageQueue;
 import dev.msgqueue.jooq.tables.MessageQueueItem;
+import dev.msgqueue.jooq.tables.MessageQueueItemFailure;
+import dev.msgqueue.jooq.tables.records.MessageQueueItemFailureRecord;
 import dev.msgqueue.jooq.tables.records.MessageQueueItemRecord;
 import dev.msgqueue.jooq.tables.records.MessageQueueRecord;
 
@@ -29,6 +31,7 @@ public class Keys {
 
     public static final UniqueKey<MessageQueueRecord> MESSAGEQUEUE_PKEY = Internal.createUniqueKey(MessageQueue.MESSAGE_QUEUE, DSL.name("MessageQueue_pkey"), new TableField[] { MessageQueue.MESSAGE_QUEUE.NAME }, true);
     public static final UniqueKey<MessageQueueItemRecord> MESSAGEQUEUEITEM_PKEY = Internal.createUniqueKey(MessageQueueItem.MESSAGE_QUEUE_ITEM, DSL.name("MessageQueueItem_pkey"), new TableField[] { MessageQueueItem.MESSAGE_QUEUE_ITEM.ID }, true);
+    public static final UniqueKey<MessageQueueItemFailureRecord> MESSAGEQUEUEITEMFAILURE_PKEY = Internal.createUniqueKey(MessageQueueItemFailure.MESSAGE_QUEUE_ITEM_FAILURE, DSL.name("MessageQueueItemFailure_pkey"), new TableField[] { MessageQueueItemFailure.MESSAGE_QUEUE_ITEM_FAILURE.ITEM_ID }, true);
 
     // -------------------------------------------------------------------------
     // FOREIGN KEY definitions

@@ -6,6 +6,7 @@ package dev.msgqueue.jooq;
 
 import dev.msgqueue.jooq.tables.MessageQueue;
 import dev.msgqueue.jooq.tables.MessageQueueItem;
+import dev.msgqueue.jooq.tables.MessageQueueItemFailure;
 
 
 /**
@@ -23,4 +24,9 @@ public class Tables {
      * The table <code>MessageQueueItem</code>.
      */
     public static final MessageQueueItem MESSAGE_QUEUE_ITEM = MessageQueueItem.MESSAGE_QUEUE_ITEM;
+
+    /**
+     * The table <code>MessageQueueItemFailure</code>.
+     */
+    public static final MessageQueueItemFailure MESSAGE_QUEUE_ITEM_FAILURE = MessageQueueItemFailure.MESSAGE_QUEUE_ITEM_FAILURE;
 }
