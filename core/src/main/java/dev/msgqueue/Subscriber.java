@@ -1,10 +1,15 @@
 package dev.msgqueue;
 
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
 import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ExecutorService;
-import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.Executors;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
@@ -17,26 +22,48 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Consumes one queue: claims messages, runs a {@link MessageHandler} on each with bounded concurrency, acks those it
- * handled. Build with {@link #builder}; {@link #close()} stops it gracefully.
+ * Consumes one queue: claims messages in batches, runs a {@link MessageHandler} on each with bounded concurrency, and
+ * acks those it handled in batches. Build with {@link #builder}; {@link #close()} stops it gracefully.
  *
  * <ul>
- *   <li><b>Claiming.</b> One claimer thread claims up to {@code batchSize} messages, never more than there are free
- *       handler slots (a claimed message never waits in memory), again at once while batches come back full, then
- *       waits for a wake-up, a free slot or the poll interval. Polling never stops, wake-ups or not.</li>
- *   <li><b>Outcome.</b> A handler that returns acks its message. One that throws leaves it to the mode: in lease mode
- *       it is redelivered after the lease; in the default mode it stays ASSIGNED until it expires (at-most-once).
- *       Neither blocks other messages.</li>
+ *   <li><b>Claiming.</b> One claimer thread claims up to {@code batchSize} messages into the handler slots plus a
+ *       bounded buffer of {@code prefetch} messages waiting for a slot. It claims as soon as at least half a batch
+ *       fits (so claims stay large and handlers never run dry), again at once while batches come back full, then
+ *       waits for a wake-up, for room, or for the poll interval. Polling never stops, wake-ups or not.</li>
+ *   <li><b>Acks.</b> A handler that returns has its message acked together with the others that finished about
+ *       then: one receipt-checked statement per flush, when {@code batchSize} acks are pending, {@code ackDelay} after
+ *       the first pending one, and on close. A receipt that no longer matches (its lease ran out and another claim
+ *       took it) deletes nothing, while the rest of the batch is deleted.</li>
+ *   <li><b>Failures.</b> A handler that throws leaves its message to the mode: in lease mode it is redelivered after
+ *       the lease; in the default mode it stays ASSIGNED until it expires (at-most-once). Neither blocks others.</li>
+ *   <li><b>Lease mode.</b> The lease of each running handler is renewed (in batches) whenever less than half of it
+ *       remains, for up to {@code maxHandlerTime} from the handler's start; after that its message is redelivered
+ *       when the lease runs out. A buffered message starts only while at least half its lease remains; otherwise it
+ *       is handed back to the queue unstarted, so waiting in the buffer never causes a second delivery.</li>
+ *   <li><b>What a crash can lose (default mode).</b> At most {@code concurrency + prefetch} messages: those running
+ *       and those claimed but not started. They stay ASSIGNED until they expire. Lease mode loses nothing.</li>
  *   <li><b>Queue.</b> {@link Builder#start()} binds the queue; while running it touches the queue every
- *       {@link MsgQueueConfig#keepAliveInterval()}, so an auto-deleted queue with a live subscriber is never reaped,
- *       even with no publishes. Claims and acks never lock the queue row.</li>
+ *       {@link MsgQueueConfig#keepAliveInterval()} from its own housekeeping thread, never the claiming thread, so an
+ *       auto-deleted queue with a live subscriber is never reaped. If the touch finds the queue row busy (another
+ *       transaction is writing it), the queue exists and nothing more is done; only a missing queue is re-created,
+ *       with a bounded lock wait. Claims and acks never lock the queue row.</li>
  *   <li><b>Wake-ups.</b> With a {@link WakeupListener}, a publish wakes the subscriber at once; it also claims once
  *       more {@link MsgQueueConfig#wakeupWindow()} later, for messages whose notification was coalesced away.</li>
  * </ul>
  */
 public final class Subscriber implements AutoCloseable {
-  private static final Logger log = LoggerFactory.getLogger(Subscriber.class);
-  private static final long NEVER = Long.MAX_VALUE;
+  /** Default handler concurrency. */
+  public static final int DEFAULT_CONCURRENCY = 8;
+  /** Default largest claim, and the ack flush size. */
+  public static final int DEFAULT_BATCH_SIZE = 100;
+  /** Default longest wait of a finished handler's ack for others to share its statement. */
+  public static final Duration DEFAULT_ACK_DELAY = Duration.ofMillis(5);
+  /** The longest {@code ackDelay}. */
+  public static final Duration MAX_ACK_DELAY = Duration.ofSeconds(1);
+  /** Default longest time a handler's lease is renewed for (lease mode). */
+  public static final Duration DEFAULT_MAX_HANDLER_TIME = Duration.ofMinutes(30);
+  /** The most messages the buffer ahead of the handlers may hold. */
+  public static final int MAX_PREFETCH = 10_000;
   /** The shortest poll interval. */
   public static final Duration MIN_POLL_INTERVAL = Duration.ofMillis(10);
   /** The longest poll interval. */
@@ -44,29 +71,57 @@ public final class Subscriber implements AutoCloseable {
   /** The longest close timeout, of {@link Builder#closeTimeout} and {@link #close(Duration)}. */
   public static final Duration MAX_CLOSE_TIMEOUT = Duration.ofHours(1);
 
+  private static final Logger log = LoggerFactory.getLogger(Subscriber.class);
+  private static final long NEVER = Long.MAX_VALUE;
+  /** The longest a re-creating bind of a missing queue waits for a lock before trying again next interval. */
+  private static final Duration BIND_LOCK_WAIT = Duration.ofSeconds(1);
+
   private final MessageQueueRepository repository;
   private final QueueSpec queue;
   private final MessageHandler handler;
   private final int batchSize;
+  private final int claimThreshold;
   private final Duration pollInterval;
   private final Duration lease;
+  private final RetryPolicy retryPolicy;
+  private final long leaseNanos;
+  private final long maxHandlerNanos;
+  private final long ackDelayNanos;
   private final Duration closeTimeout;
   private final Semaphore slots;
   private final ExecutorService handlers;
   private final Thread claimer;
+  private final Thread housekeeper;
   private final Runnable unregisterWakeups;
 
   private final ReentrantLock lock = new ReentrantLock();
   private final Condition signalled = lock.newCondition();
   private boolean wakeRequested; // guarded by lock
-  private boolean waitingForSlot; // guarded by lock
+  private boolean waitingForRoom; // guarded by lock
   private volatile boolean running = true;
+  private volatile boolean stopping; // close(): buffered messages are handed back instead of started
   private final AtomicBoolean closed = new AtomicBoolean();
 
+  private final ReentrantLock housekeeping = new ReentrantLock();
+  private final Condition housekeepingDue = housekeeping.newCondition();
+  private boolean housekeepingRequested; // guarded by housekeeping
+  private volatile boolean housekeeperStopped;
+
+  /** Every message claimed and not yet acked, failed or handed back, by id. */
+  private final Map<Long, Held> held = new ConcurrentHashMap<>();
+  private final ConcurrentLinkedQueue<Held> finished = new ConcurrentLinkedQueue<>();
+  private final AtomicInteger finishedCount = new AtomicInteger();
+  private final ConcurrentLinkedQueue<Held> unstarted = new ConcurrentLinkedQueue<>();
+  private final ConcurrentLinkedQueue<Failure> failures = new ConcurrentLinkedQueue<>();
+
   private final AtomicLong claimRounds = new AtomicLong();
+  private final AtomicLong ackFlushes = new AtomicLong();
+  private final AtomicLong leaseRenewals = new AtomicLong();
   private final AtomicLong wakeups = new AtomicLong();
   private final AtomicLong acked = new AtomicLong();
   private final AtomicLong failed = new AtomicLong();
+  private final AtomicLong handedBack = new AtomicLong();
+  private final AtomicLong deadLettered = new AtomicLong();
   private final AtomicInteger inFlight = new AtomicInteger();
 
   private Subscriber(Builder builder) {
@@ -74,12 +129,19 @@ public final class Subscriber implements AutoCloseable {
     this.queue = builder.queue;
     this.handler = builder.handler;
     this.batchSize = builder.batchSize;
+    int capacity = builder.concurrency + builder.effectivePrefetch();
+    this.claimThreshold = Math.max(1, (Math.min(batchSize, capacity) + 1) / 2);
     this.pollInterval = builder.pollInterval;
     this.lease = builder.lease;
+    this.retryPolicy = builder.retryPolicy;
+    this.leaseNanos = lease == null ? 0 : lease.toNanos();
+    this.maxHandlerNanos = builder.maxHandlerTime.toNanos();
+    this.ackDelayNanos = builder.ackDelay.toNanos();
     this.closeTimeout = builder.closeTimeout;
-    this.slots = new Semaphore(builder.concurrency);
+    this.slots = new Semaphore(capacity);
     this.handlers = Executors.newFixedThreadPool(builder.concurrency, named("msgqueue-handler-" + queue.name()));
     this.claimer = named("msgqueue-claimer-" + queue.name()).newThread(this::claimUntilClosed);
+    this.housekeeper = named("msgqueue-housekeeper-" + queue.name()).newThread(this::housekeepUntilClosed);
     this.unregisterWakeups = builder.wakeups == null ? () -> { } : builder.wakeups.register(queue.name(), this::wake);
   }
 
@@ -102,13 +164,14 @@ public final class Subscriber implements AutoCloseable {
   }
 
   /**
-   * Stops claiming, lets the in-flight handlers finish and ack, then returns; waits at most {@code timeout} in all.
-   * Handlers still running then are interrupted and not acked: in lease mode they are redelivered after their lease;
-   * in the default mode they stay ASSIGNED until they expire. Messages not yet claimed stay in the queue. Do not call it
-   * from a handler: it would wait for that handler to finish, that is for the whole timeout.
+   * Stops claiming, hands the buffered (claimed, not started) messages back to the queue, lets the running handlers
+   * finish, flushes their acks, then returns; waits at most {@code timeout} for the handlers. Handlers still running
+   * then are interrupted and not acked: in lease mode they are redelivered after their lease; in the default mode
+   * they stay ASSIGNED until they expire. Do not call it from a handler: it would wait for that handler to finish,
+   * that is for the whole timeout.
    *
    * @param timeout zero or positive, at most {@link #MAX_CLOSE_TIMEOUT}
-   * @return whether every in-flight handler finished within the timeout
+   * @return whether every running handler finished within the timeout
    */
   public boolean close(Duration timeout) {
     Arguments.requireWithin(timeout, "timeout", Duration.ZERO, MAX_CLOSE_TIMEOUT);
@@ -119,25 +182,50 @@ public final class Subscriber implements AutoCloseable {
     long deadline = System.nanoTime() + timeout.toNanos();
     unregisterWakeups.run();
     signal(true);
-    boolean finished = false;
+    boolean finishedInTime = false;
     try {
       claimer.join(Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime())));
       if (claimer.isAlive()) {
         claimer.interrupt(); // stuck in a claim statement: give up on it
       }
+      stopping = true;
       handlers.shutdown();
-      finished = handlers.awaitTermination(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+      finishedInTime = handlers.awaitTermination(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }
-    if (!finished) {
+    if (!finishedInTime) {
       log.warn("subscriber of \"{}\" closed with {} handler(s) still running after {}; they are interrupted and not"
           + " acked ({})", queue.name(), inFlight.get(), timeout,
           lease != null ? "redelivered after their lease" : "they stay ASSIGNED until they expire");
       handlers.shutdownNow();
     }
-    log.info("subscriber of \"{}\" closed: {} acked, {} failed", queue.name(), acked.get(), failed.get());
-    return finished;
+    stopHousekeeper();
+    // The housekeeper is gone: this thread owns the receipts now. Flush what finished, hand back what never started.
+    flushAcks();
+    settleFailures();
+    for (Held message : held.values()) {
+      if (message.startedNanos == 0 && !message.done) {
+        unstarted.add(message);
+      }
+    }
+    handBackUnstarted();
+    log.info("subscriber of \"{}\" closed: {} acked, {} failed, {} handed back unstarted", queue.name(), acked.get(),
+        failed.get(), handedBack.get());
+    return finishedInTime;
+  }
+
+  private void stopHousekeeper() {
+    housekeeperStopped = true;
+    requestHousekeeping();
+    try {
+      housekeeper.join(TimeUnit.SECONDS.toMillis(30));
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    if (housekeeper.isAlive()) {
+      housekeeper.interrupt();
+    }
   }
 
   /** Claims at once (called by the {@link WakeupListener}). */
@@ -154,6 +242,14 @@ public final class Subscriber implements AutoCloseable {
     return claimRounds.get();
   }
 
+  long ackFlushes() {
+    return ackFlushes.get();
+  }
+
+  long leaseRenewals() {
+    return leaseRenewals.get();
+  }
+
   long wakeups() {
     return wakeups.get();
   }
@@ -162,9 +258,18 @@ public final class Subscriber implements AutoCloseable {
     return acked.get();
   }
 
+  long deadLettered() {
+    return deadLettered.get();
+  }
+
+  long handedBack() {
+    return handedBack.get();
+  }
+
   private Subscriber started() {
     repository.bindQueue(queue);
     claimer.start();
+    housekeeper.start();
     return this;
   }
 
@@ -188,25 +293,36 @@ public final class Subscriber implements AutoCloseable {
     }
   }
 
+  /** Like {@link #claimUntilClosed()}, for the housekeeping thread: logged, restarted shortly, never silent. */
+  private void housekeepUntilClosed() {
+    while (!housekeeperStopped) {
+      try {
+        housekeepingLoop();
+      } catch (VirtualMachineError fatal) {
+        log.error("subscriber of \"{}\": its housekeeping thread stopped; acks are flushed only on close",
+            queue.name(), fatal);
+        throw fatal;
+      } catch (RuntimeException | Error e) {
+        log.error("subscriber of \"{}\": unexpected failure in its housekeeping thread; resuming shortly",
+            queue.name(), e);
+        awaitHousekeeping(System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(100));
+      }
+    }
+  }
+
   private void claimLoop() {
-    long keepAliveNanos = repository.config().keepAliveInterval().toNanos();
     long followUpNanos = repository.config().wakeupWindow().toNanos();
-    long nextKeepAlive = System.nanoTime() + keepAliveNanos;
     long followUpAt = NEVER;
     boolean woken = false;
     while (running) {
       long now = System.nanoTime();
-      if (now - nextKeepAlive >= 0) {
-        keepAlive();
-        nextKeepAlive = System.nanoTime() + keepAliveNanos;
-      }
       if (woken) {
         followUpAt = now + followUpNanos;
       } else if (followUpAt != NEVER && now - followUpAt >= 0) {
         followUpAt = NEVER;
       }
       int free = slots.availablePermits();
-      if (free > 0) {
+      if (free >= claimThreshold) {
         int wanted = Math.min(batchSize, free);
         int got = claimAndDispatch(wanted);
         if (got < 0) {
@@ -216,16 +332,18 @@ public final class Subscriber implements AutoCloseable {
           continue; // a full batch: there may be more
         }
       }
-      long waitUntil = Math.min(now + pollInterval.toNanos(), nextKeepAlive);
+      long waitUntil = now + pollInterval.toNanos();
       if (followUpAt != NEVER) {
         waitUntil = Math.min(waitUntil, followUpAt);
       }
-      woken = awaitSignal(waitUntil, free == 0);
+      woken = awaitSignal(waitUntil, free < claimThreshold);
     }
   }
 
   /** @return how many messages it claimed and dispatched, or -1 if the claim failed */
   private int claimAndDispatch(int wanted) {
+    // Taken before the statement, so never later than the server's clock when it stored the deadline.
+    long claimedAt = System.nanoTime();
     List<ClaimedMessage> claimed;
     try {
       claimed = lease == null ? repository.claim(queue.name(), wanted) : repository.claim(queue.name(), wanted, lease);
@@ -236,35 +354,61 @@ public final class Subscriber implements AutoCloseable {
       return -1;
     }
     claimRounds.incrementAndGet();
+    if (retryPolicy != null && !claimed.isEmpty()) {
+      try {
+        claimed = repository.countRedeliveries(claimed, retryPolicy);
+      } catch (RuntimeException e) {
+        // Delivered uncounted (never lost): their claim stands, and the next failure or lapse counts again.
+        log.warn("subscriber of \"{}\": counting redeliveries failed ({}); delivering them uncounted", queue.name(),
+            e.toString());
+      }
+    }
     for (ClaimedMessage message : claimed) {
       // Never blocks: at most `free` were claimed and only this thread takes slots.
       slots.acquireUninterruptibly();
-      inFlight.incrementAndGet();
+      Held entry = new Held(message, claimedAt, claimedAt + leaseNanos);
+      held.put(message.id(), entry);
       try {
-        handlers.execute(() -> handle(message));
+        handlers.execute(() -> handle(entry));
       } catch (RejectedExecutionException e) {
-        // Only after close() gave up waiting for a claim stuck in the database.
-        inFlight.decrementAndGet();
+        // Only after close() gave up waiting for a claim stuck in the database; close() hands it back.
         slots.release();
-        log.warn("subscriber of \"{}\" closed while claiming; message {} was not handled ({})", queue.name(),
-            message.id(), lease != null ? "redelivered after its lease" : "it stays ASSIGNED until it expires");
       }
     }
     return claimed.size();
   }
 
-  private void handle(ClaimedMessage message) {
+  private void handle(Held entry) {
+    boolean started = false;
     try {
-      long start = System.nanoTime();
+      if (stopping || (lease != null && System.nanoTime() - entry.claimedNanos > leaseNanos / 2)) {
+        // Closing, or it waited so long that its lease could run out while it runs: not started, handed back.
+        unstarted.add(entry);
+        requestHousekeeping();
+        return;
+      }
+      started = true;
+      entry.startedNanos = System.nanoTime();
+      inFlight.incrementAndGet();
       try {
-        handler.handle(message);
+        handler.handle(entry.receipt);
       } catch (Exception | Error e) {
-        repository.events().handled(queue.name(), System.nanoTime() - start, true);
+        repository.events().handled(queue.name(), System.nanoTime() - entry.startedNanos, true);
         failed.incrementAndGet();
-        if (lease != null) {
+        entry.done = true;
+        ClaimedMessage message = entry.receipt;
+        if (retryPolicy != null) {
+          // Settled by the housekeeper, the only thread that changes receipts (a lease renewal could be in flight).
+          failures.add(new Failure(entry, e));
+          requestHousekeeping();
+          log.warn("handler failed on message {} of \"{}\"; it is retried after a backoff or dead-lettered ({})",
+              message.id(), queue.name(), retryPolicy, e);
+        } else if (lease != null) {
+          held.remove(message.id());
           log.warn("handler failed on message {} of \"{}\"; it is redelivered after its lease ({})",
               message.id(), queue.name(), lease, e);
         } else {
+          held.remove(message.id());
           log.error("handler failed on message {} of \"{}\"; it stays ASSIGNED and is not redelivered (default mode;"
               + " lease mode redelivers)", message.id(), queue.name(), e);
         }
@@ -273,44 +417,234 @@ public final class Subscriber implements AutoCloseable {
         }
         return;
       }
-      repository.events().handled(queue.name(), System.nanoTime() - start, false);
-      try {
-        if (repository.ack(message)) {
-          acked.incrementAndGet();
-        } else {
-          log.warn("message {} of \"{}\" was handled but not acked: its lease ran out and another claim took it"
-              + " (or it expired), so it is delivered again", message.id(), queue.name());
-        }
-      } catch (RuntimeException e) {
-        log.warn("ack of message {} of \"{}\" failed{}", message.id(), queue.name(),
-            lease != null ? "; it is redelivered after its lease" : "; it stays ASSIGNED until it expires", e);
+      repository.events().handled(queue.name(), System.nanoTime() - entry.startedNanos, false);
+      entry.done = true;
+      finished.add(entry);
+      int pending = finishedCount.incrementAndGet();
+      if (pending == 1 || pending >= batchSize) {
+        requestHousekeeping();
       }
     } finally {
-      inFlight.decrementAndGet();
+      if (started) {
+        inFlight.decrementAndGet();
+      }
       slots.release();
       signal(false);
     }
   }
 
+  /**
+   * The housekeeping thread: flushes acks, hands back unstarted messages, renews the leases of running handlers and
+   * keeps the queue alive, so the claiming thread only ever claims.
+   */
+  private void housekeepingLoop() {
+    long keepAliveNanos = repository.config().keepAliveInterval().toNanos();
+    long nextKeepAlive = System.nanoTime() + keepAliveNanos;
+    long firstPendingAt = NEVER;
+    while (!housekeeperStopped) {
+      long now = System.nanoTime();
+      int pending = finishedCount.get();
+      if (pending > 0 && firstPendingAt == NEVER) {
+        firstPendingAt = now;
+      }
+      if (pending >= batchSize || (pending > 0 && now - firstPendingAt >= ackDelayNanos)) {
+        flushAcks();
+        firstPendingAt = finishedCount.get() > 0 ? System.nanoTime() : NEVER;
+      }
+      if (!unstarted.isEmpty()) {
+        handBackUnstarted();
+      }
+      if (!failures.isEmpty()) {
+        settleFailures();
+      }
+      long nextRenewal = lease == null ? NEVER : renewLeases();
+      if (now - nextKeepAlive >= 0) {
+        keepAlive();
+        nextKeepAlive = System.nanoTime() + keepAliveNanos;
+      }
+      long waitUntil = nextKeepAlive;
+      if (firstPendingAt != NEVER) {
+        waitUntil = Math.min(waitUntil, firstPendingAt + ackDelayNanos);
+      }
+      if (nextRenewal != NEVER) {
+        waitUntil = Math.min(waitUntil, nextRenewal);
+      }
+      awaitHousekeeping(waitUntil);
+    }
+  }
+
+  /** Acks every finished handler's message in one statement. Runs on the housekeeper, or on close after it. */
+  private void flushAcks() {
+    List<ClaimedMessage> batch = new ArrayList<>();
+    Held entry;
+    while ((entry = finished.poll()) != null) {
+      held.remove(entry.receipt.id());
+      batch.add(entry.receipt);
+    }
+    if (batch.isEmpty()) {
+      return;
+    }
+    finishedCount.addAndGet(-batch.size());
+    ackFlushes.incrementAndGet();
+    try {
+      int deleted = repository.ack(batch).size();
+      acked.addAndGet(deleted);
+      if (deleted < batch.size()) {
+        log.warn("{} of {} handled message(s) of \"{}\" were not acked: their lease ran out and another claim took"
+            + " them (or they expired), so they are delivered again", batch.size() - deleted, batch.size(),
+            queue.name());
+      }
+    } catch (RuntimeException e) {
+      log.warn("ack of {} handled message(s) of \"{}\" failed{}", batch.size(), queue.name(),
+          lease != null ? "; they are redelivered after their lease" : "; they stay ASSIGNED until they expire", e);
+    }
+  }
+
+  /** Hands each failed message to the retry policy: retried after its backoff, or dead-lettered. */
+  private void settleFailures() {
+    Failure failure;
+    while ((failure = failures.poll()) != null) {
+      held.remove(failure.entry().receipt.id());
+      try {
+        FailureOutcome outcome = repository.fail(failure.entry().receipt, failure.error(), retryPolicy);
+        if (outcome == FailureOutcome.DEAD_LETTERED) {
+          deadLettered.incrementAndGet();
+        }
+      } catch (RuntimeException e) {
+        log.warn("could not settle the failure of message {} of \"{}\"; it is redelivered after its lease",
+            failure.entry().receipt.id(), queue.name(), e);
+      }
+    }
+  }
+
+  /** Releases the messages claimed but never started, so any consumer can claim them at once. */
+  private void handBackUnstarted() {
+    List<ClaimedMessage> batch = new ArrayList<>();
+    Held entry;
+    while ((entry = unstarted.poll()) != null) {
+      if (held.remove(entry.receipt.id(), entry)) {
+        entry.done = true;
+        batch.add(entry.receipt);
+      }
+    }
+    if (batch.isEmpty()) {
+      return;
+    }
+    try {
+      handedBack.addAndGet(repository.release(batch).size());
+    } catch (RuntimeException e) {
+      log.warn("could not hand {} unstarted message(s) of \"{}\" back{}", batch.size(), queue.name(),
+          lease != null ? "; they are redelivered after their lease" : "; they stay ASSIGNED until they expire", e);
+    }
+  }
+
+  /**
+   * Renews, in one statement, the lease of every running handler with less than half of it left, unless the handler
+   * has run for {@code maxHandlerTime}.
+   *
+   * @return when to look again
+   */
+  private long renewLeases() {
+    long now = System.nanoTime();
+    long next = now + leaseNanos / 4;
+    List<Held> due = new ArrayList<>();
+    for (Held entry : held.values()) {
+      if (entry.startedNanos == 0 || entry.done || entry.lost) {
+        continue;
+      }
+      if (now - entry.startedNanos >= maxHandlerNanos) {
+        if (!entry.gaveUp) {
+          entry.gaveUp = true;
+          log.warn("handler of message {} of \"{}\" has run for more than {}; its lease is no longer renewed and the"
+              + " message is redelivered when it runs out", entry.receipt.id(), queue.name(),
+              Duration.ofNanos(maxHandlerNanos));
+        }
+        continue;
+      }
+      if (entry.leaseEndsNanos - now < leaseNanos / 2) {
+        due.add(entry);
+      }
+    }
+    if (due.isEmpty()) {
+      return next;
+    }
+    List<ClaimedMessage> receipts = new ArrayList<>(due.size());
+    due.forEach(entry -> receipts.add(entry.receipt));
+    long renewedAt = System.nanoTime();
+    try {
+      Map<Long, ClaimedMessage> renewed = new java.util.HashMap<>();
+      for (ClaimedMessage message : repository.extendLeases(receipts, lease)) {
+        renewed.put(message.id(), message);
+      }
+      leaseRenewals.incrementAndGet();
+      for (Held entry : due) {
+        ClaimedMessage fresh = renewed.get(entry.receipt.id());
+        if (fresh != null) {
+          entry.receipt = fresh;
+          entry.leaseEndsNanos = renewedAt + leaseNanos;
+        } else {
+          entry.lost = true;
+          log.warn("message {} of \"{}\" lost its lease while its handler runs; it is delivered again",
+              entry.receipt.id(), queue.name());
+        }
+      }
+    } catch (RuntimeException e) {
+      log.warn("renewing {} lease(s) of \"{}\" failed, retrying shortly", due.size(), queue.name(), e);
+      return Math.min(next, System.nanoTime() + Math.max(TimeUnit.MILLISECONDS.toNanos(1), leaseNanos / 20));
+    }
+    return next;
+  }
+
   private void keepAlive() {
     try {
-      if (!repository.touch(queue.name())) {
-        // Missing (reaped or deleted by hand) or its row busy right now: bind re-creates it or waits briefly.
-        repository.bindQueue(queue);
+      if (repository.touch(queue.name()) || repository.queueExists(queue.name())) {
+        return; // written, or its row is busy: another transaction is writing it, so it exists
       }
+      repository.bindQueueWithin(queue, BIND_LOCK_WAIT.compareTo(repository.config().lockTimeout()) < 0
+          ? BIND_LOCK_WAIT : repository.config().lockTimeout());
+      log.info("subscriber of \"{}\" re-created its queue (it was missing)", queue.name());
     } catch (RuntimeException e) {
       log.warn("subscriber of \"{}\": keep-alive failed, retrying next interval", queue.name(), e);
     }
   }
 
-  /** @param wake a wake-up or close; otherwise a freed slot, which matters only to a claimer waiting for one */
+  private void requestHousekeeping() {
+    housekeeping.lock();
+    try {
+      housekeepingRequested = true;
+      housekeepingDue.signalAll();
+    } finally {
+      housekeeping.unlock();
+    }
+  }
+
+  private void awaitHousekeeping(long untilNanos) {
+    housekeeping.lock();
+    try {
+      while (!housekeepingRequested && !housekeeperStopped) {
+        long remaining = untilNanos - System.nanoTime();
+        if (remaining <= 0) {
+          break;
+        }
+        housekeepingDue.awaitNanos(remaining);
+      }
+      housekeepingRequested = false;
+    } catch (InterruptedException e) {
+      housekeeperStopped = true;
+      Thread.currentThread().interrupt();
+    } finally {
+      housekeeping.unlock();
+    }
+  }
+
+  /** @param wake a wake-up or close; otherwise freed room, which matters only to a claimer waiting for it */
   private void signal(boolean wake) {
     lock.lock();
     try {
       if (wake) {
         wakeRequested = true;
         signalled.signalAll();
-      } else if (waitingForSlot) {
+      } else if (waitingForRoom && slots.availablePermits() >= claimThreshold) {
         signalled.signalAll();
       }
     } finally {
@@ -318,12 +652,12 @@ public final class Subscriber implements AutoCloseable {
     }
   }
 
-  /** @return whether a wake-up arrived (as opposed to a timeout or a freed slot) */
-  private boolean awaitSignal(long untilNanos, boolean forSlot) {
+  /** @return whether a wake-up arrived (as opposed to a timeout or freed room) */
+  private boolean awaitSignal(long untilNanos, boolean forRoom) {
     lock.lock();
     try {
-      waitingForSlot = forSlot;
-      while (running && !wakeRequested && !(forSlot && slots.availablePermits() > 0)) {
+      waitingForRoom = forRoom;
+      while (running && !wakeRequested && !(forRoom && slots.availablePermits() >= claimThreshold)) {
         long remaining = untilNanos - System.nanoTime();
         if (remaining <= 0) {
           break;
@@ -332,7 +666,7 @@ public final class Subscriber implements AutoCloseable {
       }
       boolean woken = wakeRequested;
       wakeRequested = false;
-      waitingForSlot = false;
+      waitingForRoom = false;
       return woken;
     } catch (InterruptedException e) {
       running = false;
@@ -352,15 +686,39 @@ public final class Subscriber implements AutoCloseable {
     };
   }
 
-  /** Configures a {@link Subscriber}; each value is checked when set, and all of them again by {@link #start()}. */
+  private record Failure(Held entry, Throwable error) { }
+
+  /** A claimed message from its claim until it is acked, fails or is handed back. */
+  private static final class Held {
+    /** The current receipt: replaced only by the housekeeper (lease renewal), or on close after it stopped. */
+    volatile ClaimedMessage receipt;
+    final long claimedNanos;
+    volatile long leaseEndsNanos;
+    volatile long startedNanos; // 0: not started
+    volatile boolean done;
+    volatile boolean lost;
+    volatile boolean gaveUp;
+
+    Held(ClaimedMessage receipt, long claimedNanos, long leaseEndsNanos) {
+      this.receipt = receipt;
+      this.claimedNanos = claimedNanos;
+      this.leaseEndsNanos = leaseEndsNanos;
+    }
+  }
+
+  /** Configures a {@link Subscriber}; every value is checked by {@link #start()}. */
   public static final class Builder {
     private final MessageQueueRepository repository;
     private final QueueSpec queue;
     private final MessageHandler handler;
-    private int concurrency = 4;
-    private int batchSize = 10;
+    private int concurrency = DEFAULT_CONCURRENCY;
+    private int batchSize = DEFAULT_BATCH_SIZE;
+    private Integer prefetch; // null: batchSize
     private Duration pollInterval = Duration.ofSeconds(1);
     private Duration lease;
+    private Duration maxHandlerTime = DEFAULT_MAX_HANDLER_TIME;
+    private RetryPolicy retryPolicy;
+    private Duration ackDelay = DEFAULT_ACK_DELAY;
     private WakeupListener wakeups;
     private Duration closeTimeout = Duration.ofSeconds(30);
 
@@ -370,15 +728,30 @@ public final class Subscriber implements AutoCloseable {
       this.handler = Arguments.requireNonNull(handler, "handler");
     }
 
-    /** How many handlers run at once, in [1, 1000]; default 4. */
+    /** How many handlers run at once, in [1, 1000]; default {@value Subscriber#DEFAULT_CONCURRENCY}. */
     public Builder concurrency(int value) {
       this.concurrency = value;
       return this;
     }
 
-    /** The most messages one claim takes, in [1, 1000]; default 10 (never more than free handler slots). */
+    /**
+     * The most messages one claim takes and one ack statement deletes, in [1, 1000]; default
+     * {@value Subscriber#DEFAULT_BATCH_SIZE}.
+     */
     public Builder batchSize(int value) {
       this.batchSize = value;
+      return this;
+    }
+
+    /**
+     * The most messages claimed ahead of the handlers, waiting for a free handler, in [0, {@value
+     * Subscriber#MAX_PREFETCH}]; default: the batch size. In the default (at-most-once) mode a crash loses at most
+     * {@code concurrency + prefetch} messages (those running and those waiting); 0 claims only into free handlers,
+     * in smaller claims. In lease mode a waiting message is started only while at least half its lease remains,
+     * else handed back to the queue unstarted.
+     */
+    public Builder prefetch(int value) {
+      this.prefetch = value;
       return this;
     }
 
@@ -393,12 +766,41 @@ public final class Subscriber implements AutoCloseable {
 
     /**
      * Turns on lease mode: a message not acked within {@code value} (a handler that threw, or a crashed process) is
-     * redelivered, at-least-once. A handler should finish well within the lease, or its message may be handled
-     * twice. Default: off (at-most-once). In [{@link MessageQueueRepository#MIN_LEASE},
-     * {@link MsgQueueConfig#MAX_MESSAGE_LIFETIME}].
+     * redelivered, at-least-once. While a handler runs its lease is renewed, up to {@link #maxHandlerTime}. Default:
+     * off (at-most-once).
      */
     public Builder lease(Duration value) {
       this.lease = MessageQueueRepository.requireValidLease(value);
+      return this;
+    }
+
+    /**
+     * Lease mode: what happens to a message whose handler throws. With a policy, the message is retried after the
+     * policy's exponential backoff with jitter, and moved to its dead-letter queue after {@code maxDeliveries}
+     * deliveries (a delivery whose lease ran out, as in a crash, counts too); see
+     * {@link MessageQueueRepository#fail}. Without one (the default) it is redelivered when its lease runs out,
+     * without limit until it expires. Requires {@link #lease}.
+     */
+    public Builder retryPolicy(RetryPolicy value) {
+      this.retryPolicy = Arguments.requireNonNull(value, "retryPolicy");
+      return this;
+    }
+
+    /**
+     * Lease mode: how long a running handler's lease is renewed for, from its start; after that its message is
+     * redelivered when the lease runs out. In (0, a year]; default 30 minutes.
+     */
+    public Builder maxHandlerTime(Duration value) {
+      this.maxHandlerTime = Arguments.requirePositiveAtMost(value, "maxHandlerTime", MsgQueueConfig.MAX_MESSAGE_LIFETIME);
+      return this;
+    }
+
+    /**
+     * The longest a finished handler's ack waits for others to share its statement, in [0, 1 s]; default 5 ms. A
+     * full batch of acks is flushed at once, and close() flushes what is pending.
+     */
+    public Builder ackDelay(Duration value) {
+      this.ackDelay = Arguments.requireWithin(value, "ackDelay", Duration.ZERO, MAX_ACK_DELAY);
       return this;
     }
 
@@ -412,12 +814,16 @@ public final class Subscriber implements AutoCloseable {
     }
 
     /**
-     * The longest {@link Subscriber#close()} waits for in-flight handlers; default 30 s, zero or positive, at most
+     * The longest {@link Subscriber#close()} waits for running handlers; default 30 s, zero or positive, at most
      * {@link Subscriber#MAX_CLOSE_TIMEOUT}.
      */
     public Builder closeTimeout(Duration value) {
       this.closeTimeout = Arguments.requireWithin(value, "closeTimeout", Duration.ZERO, MAX_CLOSE_TIMEOUT);
       return this;
+    }
+
+    int effectivePrefetch() {
+      return prefetch == null ? batchSize : prefetch;
     }
 
     /**
@@ -428,10 +834,20 @@ public final class Subscriber implements AutoCloseable {
     public Subscriber start() {
       requireRange("concurrency", concurrency, 1, 1_000);
       requireRange("batchSize", batchSize, 1, 1_000);
+      requireRange("prefetch", effectivePrefetch(), 0, MAX_PREFETCH);
       Arguments.requireWithin(pollInterval, "pollInterval", MIN_POLL_INTERVAL, MAX_POLL_INTERVAL);
       if (lease != null) {
         MessageQueueRepository.requireValidLease(lease);
       }
+      if (retryPolicy != null && lease == null) {
+        throw new IllegalArgumentException("retryPolicy needs lease mode: set a lease too");
+      }
+      if (retryPolicy != null && retryPolicy.deadLetterQueue().equals(queue.name())) {
+        throw new IllegalArgumentException("the retry policy's dead-letter queue must be another queue than \""
+            + queue.name() + "\"");
+      }
+      Arguments.requirePositiveAtMost(maxHandlerTime, "maxHandlerTime", MsgQueueConfig.MAX_MESSAGE_LIFETIME);
+      Arguments.requireWithin(ackDelay, "ackDelay", Duration.ZERO, MAX_ACK_DELAY);
       Arguments.requireWithin(closeTimeout, "closeTimeout", Duration.ZERO, MAX_CLOSE_TIMEOUT);
       Subscriber subscriber = new Subscriber(this);
       try {

@@ -230,6 +230,8 @@ class NullArgumentsTest {
       return new IllegalStateException("handler failed");
     } else if (type == RetryPolicy.class) {
       return RetryPolicy.defaults("q-dlq");
+    } else if (type == MeterRegistry.class) {
+      return new SimpleMeterRegistry();
     } else if (type == Object.class) {
       return "other";
     } else if (type == MeterRegistry.class) {

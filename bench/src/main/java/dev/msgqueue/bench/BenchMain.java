@@ -58,7 +58,9 @@ public final class BenchMain {
         contention,
         new BatchingScenario(options, contention.config()),
         new ReaperRaceScenario(options.reaperRace()),
-        new EndToEndScenario(options.endToEnd()));
+        new EndToEndScenario(options.endToEnd()),
+        new DrainScenario(options.drainMessages()),
+        new SustainedScenario(options.sustainedDuration()));
   }
 
   /** The scenarios {@code --scenarios} selects (all by default). */
@@ -148,6 +150,9 @@ public final class BenchMain {
             (PublishContentionScenario.ContentionResult) results.get(PublishContentionScenario.ID),
             (BatchingScenario.BatchingResult) results.get(BatchingScenario.ID),
             (ReaperRaceScenario.ReaperRaceResult) results.get(ReaperRaceScenario.ID));
+        checks = new java.util.ArrayList<>(checks);
+        checks.addAll(TargetChecks.consumption((DrainScenario.DrainResult) results.get(DrainScenario.ID),
+            (SustainedScenario.SustainedResult) results.get(SustainedScenario.ID)));
         out.println();
         out.println("Targets (ratios within this run)");
         TargetChecks.print(checks, out);

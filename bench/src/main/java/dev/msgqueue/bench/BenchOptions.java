@@ -19,10 +19,13 @@ import java.util.List;
  * @param reaperRace the time-compressed settings of scenario 3
  * @param endToEnd the rate and subscriber settings of scenario 4 (its stream runs for {@code cellDuration} after
  *     {@code warmup})
- * @param contentionKeepAlive the keep-alive interval of scenario 1 (reap threshold four times it)
+ * @param contentionKeepAlive the keep-alive interval of scenario 1's parent-writes check (reap threshold four times
+ *     it); its throughput cells use the library's default
  * @param rounds how many slices each contention cell is measured in, the strategies in rotated order per round
  * @param scenarioIds the scenarios to run, by id; empty for all
  * @param keepDatabase whether to leave the benchmark database on the server when done (for inspection)
+ * @param drainMessages how many messages the drain scenario preloads per cell
+ * @param sustainedDuration how long each sustained run publishes and consumes
  */
 record BenchOptions(
     String jdbcUrl,
@@ -37,7 +40,9 @@ record BenchOptions(
     int rounds,
     List<String> scenarioIds,
     boolean quick,
-    boolean keepDatabase) {
+    boolean keepDatabase,
+    int drainMessages,
+    Duration sustainedDuration) {
 
   static final String USAGE = String.join(System.lineSeparator(),
       "usage: java -jar bench/target/msgqueue-bench.jar [options]",
@@ -50,13 +55,17 @@ record BenchOptions(
       "  --warmup SECONDS        unmeasured seconds before each cell or slice (default 0.5; quick 0.15)",
       "  --rounds N              contention cells measured in N slices, strategies rotated (default 3; quick 1)",
       "  --publishers 1,8,32,64  concurrent publishers of the contention scenario",
-      "  --keep-alive SECONDS    msgqueue's keep-alive interval in the contention scenario (default 1; quick 0.25)",
+      "  --keep-alive SECONDS    keep-alive of the contention scenario's parent-writes check (default 1; quick 0.25);",
+      "                          its throughput cells use the library default (5 min)",
       "  --batch-sizes 1,10,100,1000  batch sizes of the batching scenario",
       "  --reaper-race SECONDS   length of each reaper-race run (default 12; quick 1.5)",
       "  --e2e-rate N            messages/s of the end-to-end runs' steady stream (default 200; quick 100)",
       "  --e2e-poll-interval SECONDS  the end-to-end subscriber's poll interval (default 1, the library's;",
       "                          quick 0.2)",
-      "  --scenarios IDS         run only these: publish-contention,batching,reaper-race,end-to-end",
+      "  --drain-messages N      messages preloaded per drain cell (default 100000; quick 2000)",
+      "  --sustained SECONDS     length of each sustained run (default 20; quick 1)",
+      "  --scenarios IDS         run only these: publish-contention,batching,reaper-race,end-to-end,drain,",
+      "                          sustained",
       "  --quick                 tiny sizes, about 20 s in all (the CI smoke test)",
       "  --keep-database         do not drop the benchmark database at the end",
       "  --help                  this text");
@@ -82,10 +91,12 @@ record BenchOptions(
     ReaperRaceSettings reaperRace = quick ? ReaperRaceSettings.QUICK : ReaperRaceSettings.FULL;
     int endToEndRate = quick ? EndToEndSettings.QUICK_RATE : EndToEndSettings.DEFAULT_RATE;
     Duration endToEndPoll = quick ? EndToEndSettings.QUICK_POLL_INTERVAL : EndToEndSettings.LIBRARY_POLL_INTERVAL;
-    // 1 s, far shorter than any service would use (the library's default is 5 min), so that every cell spans several
-    // intervals and "at most one queue-row write per interval" is checked under load.
+    // The parent-writes check only: 1 s, far shorter than any service would use (the library's default is 5 min, which
+    // the throughput cells use), so that the check spans several intervals under load.
     Duration contentionKeepAlive = quick ? Duration.ofMillis(250) : Duration.ofSeconds(1);
     boolean keepDatabase = false;
+    int drainMessages = quick ? 2_000 : 100_000;
+    Duration sustained = quick ? Duration.ofSeconds(1) : Duration.ofSeconds(20);
     List<String> scenarioIds = List.of();
     for (int i = 0; i < args.length; i++) {
       String arg = args[i];
@@ -108,6 +119,8 @@ record BenchOptions(
         case "--keep-alive" -> contentionKeepAlive = seconds(value(args, ++i, arg), arg);
         case "--e2e-rate" -> endToEndRate = positiveInts(value(args, ++i, arg), arg, 10_000).get(0);
         case "--e2e-poll-interval" -> endToEndPoll = seconds(value(args, ++i, arg), arg);
+        case "--drain-messages" -> drainMessages = positiveInts(value(args, ++i, arg), arg, 10_000_000).get(0);
+        case "--sustained" -> sustained = seconds(value(args, ++i, arg), arg);
         case "--scenarios" -> scenarioIds = List.of(value(args, ++i, arg).split(","));
         case "--reaper-race" -> reaperRace = reaperRace.withRunLength(seconds(value(args, ++i, arg), arg));
         default -> throw new UsageException("unknown option " + arg + System.lineSeparator() + USAGE);
@@ -121,7 +134,7 @@ record BenchOptions(
       throw new UsageException("--e2e-poll-interval must be at least 0.01 seconds");
     }
     return new BenchOptions(jdbcUrl, resultsDir, cellDuration, warmup, publishers, batchSizes, reaperRace,
-        new EndToEndSettings(endToEndRate, cellDuration, warmup, endToEndPoll), contentionKeepAlive, rounds, scenarioIds, quick, keepDatabase);
+        new EndToEndSettings(endToEndRate, cellDuration, warmup, endToEndPoll), contentionKeepAlive, rounds, scenarioIds, quick, keepDatabase, drainMessages, sustained);
   }
 
   int maxPublishers() {

@@ -31,17 +31,35 @@ final class TargetChecks {
       PublishContentionScenario.Cell seed = contention.cell(Strategies.OPTIMISTIC_HEAL, publishers);
       double oursRate = ours.messagesPerSecond();
       checks.add(atLeast("msgqueue / upsert-per-publish", 4, oursRate / upsert.messagesPerSecond(), basis));
-      checks.add(atLeast("msgqueue / optimistic-heal", 0.95, oursRate / seed.messagesPerSecond(), basis));
-      checks.add(atLeast("msgqueue / no-fk-ceiling", 0.85, ours.ratioToNoFkCeiling(), basis));
+      checks.add(atLeast("msgqueue / optimistic-heal", 2.0, oursRate / seed.messagesPerSecond(), basis));
+      checks.add(atLeast("msgqueue / no-fk-ceiling", 1.5, ours.ratioToNoFkCeiling(), basis));
+      checks.add(new Check("msgqueue p99 / optimistic-heal p99", "<= 1.5", ours.p99Millis() / seed.p99Millis(),
+          ours.p99Millis() <= 1.5 * seed.p99Millis(), basis));
       checks.add(new Check("msgqueue lock-wait share", "< 1%", ours.lockWaitShare(), ours.lockWaitShare() < 0.01,
           basis));
-      double allowedWrites = Math.ceil(ours.keepAliveIntervals());
-      checks.add(new Check("msgqueue parent-row writes per keep-alive interval", "<= 1",
-          ours.parentRowWrites() / ours.keepAliveIntervals(), ours.parentRowWrites() <= allowedWrites,
-          String.format(Locale.ROOT, "%s; %d writes over %.1f intervals", basis, ours.parentRowWrites(),
-              ours.keepAliveIntervals())));
+      PublishContentionScenario.Cell single = contention.cell(Strategies.MSGQUEUE, 1);
+      PublishContentionScenario.Cell singleSeed = contention.cell(Strategies.OPTIMISTIC_HEAL, 1);
+      if (single != null && singleSeed != null) {
+        checks.add(atLeast("msgqueue / optimistic-heal, 1 publisher", 0.95,
+            single.messagesPerSecond() / singleSeed.messagesPerSecond(), "1 publisher, one message per publish"));
+      }
+      PublishContentionScenario.Cell check = contention.keepAliveCheck();
+      if (check != null) {
+        double allowedWrites = Math.ceil(check.keepAliveIntervals());
+        checks.add(new Check("msgqueue parent-row writes per keep-alive interval", "<= 1",
+            check.parentRowWrites() / check.keepAliveIntervals(), check.parentRowWrites() <= allowedWrites,
+            String.format(Locale.ROOT, "%d publishers, keep-alive %.2f s; %d writes over %.1f intervals",
+                check.publishers(), contention.checkKeepAliveSeconds(), check.parentRowWrites(),
+                check.keepAliveIntervals())));
+      }
     }
     if (batching != null) {
+      BatchingScenario.Row thousand = batching.row(1000);
+      BatchingScenario.Row copyThousand = batching.copyRow(1000);
+      if (thousand != null && copyThousand != null) {
+        checks.add(atLeast("publishBatch(1000) / COPY of 1000", 0.8,
+            thousand.messagesPerSecond() / copyThousand.messagesPerSecond(), "1 publisher, messages/s"));
+      }
       BatchingScenario.Row hundred = batching.row(100);
       if (hundred != null && Double.isFinite(hundred.speedupOverSingle())) {
         checks.add(atLeast("publishBatch(100) / single-message rate", 10, hundred.speedupOverSingle(),
@@ -54,6 +72,36 @@ final class TargetChecks {
         long lost = ours.unexpiredOrphans() + ours.failedPublishes();
         checks.add(new Check("msgqueue reaper race: orphaned items + failed publishes", "= 0", lost, lost == 0,
             "msgqueue publish with the msgqueue reaper"));
+      }
+    }
+    return checks;
+  }
+
+  /** The consumption targets: drain ratios within this run, and a sustained backlog that does not grow. */
+  static List<Check> consumption(DrainScenario.DrainResult drain, SustainedScenario.SustainedResult sustained) {
+    List<Check> checks = new ArrayList<>();
+    if (drain != null) {
+      DrainScenario.Row subscriber = drain.row(DrainScenario.SUBSCRIBER, 16);
+      DrainScenario.Row loop = drain.row(DrainScenario.REPOSITORY, 1);
+      DrainScenario.Row production1 = drain.row(DrainScenario.PRODUCTION, 1);
+      double production = drain.rows().stream().filter(r -> r.consumer().equals(DrainScenario.PRODUCTION))
+          .mapToDouble(DrainScenario.Row::messagesPerSecond).max().orElse(Double.NaN);
+      if (subscriber != null) {
+        checks.add(atLeast("Subscriber conc 16 batch 100 / floor SQL", 0.4, subscriber.ratioToFloor(),
+            "drain, best floor cell"));
+        checks.add(atLeast("Subscriber conc 16 batch 100 / production SQL", 1.0,
+            subscriber.messagesPerSecond() / production, "drain, best production-SQL cell"));
+      }
+      if (loop != null && production1 != null) {
+        checks.add(atLeast("claim(100)+ack loop / production SQL, 1 thread", 0.8,
+            loop.messagesPerSecond() / production1.messagesPerSecond(), "drain, one thread each"));
+      }
+    }
+    if (sustained != null) {
+      for (SustainedScenario.Row row : sustained.rows()) {
+        double ratio = row.handledPerSecond() / row.publishedPerSecond();
+        checks.add(atLeast("sustained handled/s / published/s, concurrency " + row.concurrency(), 1.0, ratio,
+            sustained.publishers() + " publishers, default Subscriber settings"));
       }
     }
     return checks;

@@ -42,7 +42,8 @@ class BenchSmokeTest {
 
     String out = stdout.toString(StandardCharsets.UTF_8);
     assertThat(exit).as("exit code; stderr:%n%s", stderr.toString(StandardCharsets.UTF_8)).isZero();
-    assertThat(out).contains("1. Publish contention", "2. Batching", "3. Reaper race", "4. End to end", "Targets");
+    assertThat(out).contains("1. Publish contention", "2. Batching", "3. Reaper race", "4. End to end", "5. Drain", "6. Sustained",
+        "Targets");
 
     JsonNode report = new ObjectMapper().readTree(results.resolve(BenchMain.RESULTS_JSON).toFile());
     assertThat(report.path("quick").asBoolean()).isTrue();
@@ -105,6 +106,25 @@ class BenchSmokeTest {
       assertThat(row.path("handledPerSecond").asDouble()).isPositive();
     }
     assertThat(runs).containsExactly(EndToEndScenario.WAKEUPS_ON, EndToEndScenario.WAKEUPS_OFF);
+
+    JsonNode drain = report.path("scenarios").path(DrainScenario.ID).path("rows");
+    assertThat(drain).hasSize(DrainScenario.CELLS.size());
+    for (JsonNode row : drain) {
+      // Every consumer drains the whole preload, and the acked ones leave nothing behind.
+      assertThat(row.path("drained").asBoolean()).as("drained: %s", row).isTrue();
+      assertThat(row.path("messages").asLong()).as("messages of %s", row).isEqualTo(2_000);
+      assertThat(row.path("left").asLong()).as("left of %s", row).isZero();
+      assertThat(row.path("statementsPerMessage").asDouble()).isPositive();
+    }
+    JsonNode sustained = report.path("scenarios").path(SustainedScenario.ID).path("rows");
+    assertThat(sustained).hasSize(SustainedScenario.CONCURRENCIES.size());
+    sustained.forEach(row -> {
+      assertThat(row.path("published").asLong()).isPositive();
+      assertThat(row.path("handled").asLong()).isPositive();
+      assertThat(row.path("publishFailures").asLong()).isZero();
+    });
+    assertWellFormedCsv(results.resolve(DrainScenario.ID + ".csv"), DrainScenario.CELLS.size());
+    assertWellFormedCsv(results.resolve(SustainedScenario.ID + ".csv"), SustainedScenario.CONCURRENCIES.size());
 
     assertThat(report.path("checks").size()).isGreaterThanOrEqualTo(6);
     assertThat(report.path("notRun").isArray()).isTrue();

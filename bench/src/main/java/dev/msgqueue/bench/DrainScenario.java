@@ -1,0 +1,326 @@
+package dev.msgqueue.bench;
+
+import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
+
+import com.zaxxer.hikari.HikariConfig;
+import com.zaxxer.hikari.HikariDataSource;
+import dev.msgqueue.ClaimedMessage;
+import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.MsgQueueConfig;
+import dev.msgqueue.QueueSpec;
+import dev.msgqueue.Subscriber;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.sql.Array;
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import org.jooq.DSLContext;
+import org.jooq.ExecuteContext;
+import org.jooq.ExecuteListener;
+import org.jooq.SQLDialect;
+import org.jooq.impl.DSL;
+import org.jooq.impl.DefaultConfiguration;
+
+/**
+ * Scenario 5: drain a preloaded queue to empty, with each consumer in turn, from the same client: the Subscriber
+ * (several concurrencies, default and lease mode), the repository's claim+ack loop, the production consumer's SQL and
+ * the floor statement (both over plain JDBC). Reports messages/s, statements per message and the ratio to the floor.
+ */
+final class DrainScenario implements Scenario {
+  static final String ID = "drain";
+  static final String QUEUE = "drain";
+  static final int BATCH = 100;
+  static final String FLOOR = "floor-sql";
+  static final String PRODUCTION = "production-sql";
+  static final String REPOSITORY = "repository-loop";
+  static final String SUBSCRIBER = "subscriber";
+  static final String SUBSCRIBER_LEASE = "subscriber-lease";
+  static final Duration LEASE = Duration.ofSeconds(30);
+
+  /** One cell: a consumer and its concurrency (threads for the loops, handler concurrency for the Subscriber). */
+  record Cell(String consumer, int concurrency) { }
+
+  static final List<Cell> CELLS = List.of(
+      new Cell(FLOOR, 1), new Cell(FLOOR, 4),
+      new Cell(PRODUCTION, 1), new Cell(PRODUCTION, 4),
+      new Cell(REPOSITORY, 1), new Cell(REPOSITORY, 4),
+      new Cell(SUBSCRIBER, 1), new Cell(SUBSCRIBER, 4), new Cell(SUBSCRIBER, 16),
+      new Cell(SUBSCRIBER_LEASE, 4), new Cell(SUBSCRIBER_LEASE, 16));
+
+  // The two statements below are the reference points, run as plain SQL on purpose: they are what other consumers
+  // of these tables run today (the production consumer) and the cheapest statement that drains a queue (the floor).
+  static final String FLOOR_SQL = "DELETE FROM \"MessageQueueItem\" WHERE id IN (SELECT id FROM \"MessageQueueItem\""
+      + " WHERE \"queueId\" = ? ORDER BY id LIMIT " + BATCH + " FOR UPDATE SKIP LOCKED) RETURNING payload";
+  static final String PRODUCTION_CLAIM_SQL = "WITH messages AS (SELECT id FROM \"MessageQueueItem\""
+      + " WHERE \"queueId\" = ? AND status = 'PENDING' AND \"readAfter\" <= timezone('UTC', now())"
+      + " AND \"expiresAt\" > timezone('UTC', now()) ORDER BY id LIMIT " + BATCH + " FOR UPDATE SKIP LOCKED)"
+      + " UPDATE \"MessageQueueItem\" m SET status = 'ASSIGNED' FROM messages WHERE m.id = messages.id"
+      + " RETURNING m.id, m.payload";
+  static final String PRODUCTION_ACK_SQL =
+      "DELETE FROM \"MessageQueueItem\" WHERE id = ANY(?) AND status = 'ASSIGNED'";
+
+  private final int messages;
+  private final Duration timeout;
+
+  DrainScenario(int messages) {
+    this.messages = messages;
+    this.timeout = Duration.ofSeconds(Math.max(60, messages / 200));
+  }
+
+  @Override
+  public String id() {
+    return ID;
+  }
+
+  @Override
+  public String title() {
+    return "5. Drain: " + messages + " preloaded messages, batch " + BATCH + ", no-op handler";
+  }
+
+  @Override
+  public int steps() {
+    return CELLS.size();
+  }
+
+  @Override
+  public Duration estimate() {
+    return Duration.ofMillis(CELLS.size() * (500 + messages / 10L));
+  }
+
+  @Override
+  public Result run(BenchContext context) throws Exception {
+    BenchDatabase database = context.database();
+    List<Row> rows = new ArrayList<>();
+    for (Cell cell : CELLS) {
+      context.step(String.format(Locale.ROOT, "drain: %s x%d, %d messages", cell.consumer(), cell.concurrency(),
+          messages));
+      database.reset();
+      preload(database.control());
+      rows.add(drain(database, cell));
+    }
+    double floor = rows.stream().filter(r -> r.consumer().equals(FLOOR))
+        .mapToDouble(Row::messagesPerSecond).max().orElse(Double.NaN);
+    List<Row> withRatios = new ArrayList<>();
+    for (Row r : rows) {
+      withRatios.add(r.withRatio(r.messagesPerSecond() / floor));
+    }
+    return new DrainResult(messages, BATCH, withRatios);
+  }
+
+  private void preload(DSLContext control) {
+    MessageQueueRepository.create(control, MsgQueueConfig.defaults()).bindQueue(QueueSpec.durable(QUEUE));
+    var series = DSL.generateSeries(1, messages).as("n");
+    control.insertInto(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.PAYLOAD, MESSAGE_QUEUE_ITEM.READ_AFTER,
+            MESSAGE_QUEUE_ITEM.EXPIRES_AT, MESSAGE_QUEUE_ITEM.QUEUE_ID)
+        .select(DSL.select(DSL.val(BenchContext.PAYLOAD), BenchSql.utcNowMinus(Duration.ofSeconds(1)),
+            BenchSql.utcNowPlus(Duration.ofDays(1)), DSL.val(QUEUE)).from(series))
+        .execute();
+    control.execute("VACUUM ANALYZE \"MessageQueueItem\""); // plain SQL: jOOQ has no VACUUM
+  }
+
+  private Row drain(BenchDatabase database, Cell cell) throws Exception {
+    HikariConfig poolConfig = new HikariConfig();
+    poolConfig.setJdbcUrl(database.url());
+    poolConfig.setMaximumPoolSize(cell.concurrency() + 2);
+    poolConfig.setPoolName("drain");
+    try (HikariDataSource pool = new HikariDataSource(poolConfig)) {
+      AtomicLong statements = new AtomicLong();
+      AtomicLong consumed = new AtomicLong();
+      long started = System.nanoTime();
+      boolean drained = switch (cell.consumer()) {
+        case FLOOR, PRODUCTION, REPOSITORY -> loops(pool, cell, statements, consumed);
+        default -> subscriber(pool, cell, statements, consumed);
+      };
+      double seconds = (System.nanoTime() - started) / 1e9;
+      long left = database.control().fetchCount(MESSAGE_QUEUE_ITEM);
+      return new Row(cell.consumer(), cell.concurrency(), consumed.get(), seconds, consumed.get() / seconds,
+          (double) statements.get() / Math.max(1, consumed.get()), Double.NaN, left, drained);
+    }
+  }
+
+  private boolean loops(HikariDataSource pool, Cell cell, AtomicLong statements, AtomicLong consumed)
+      throws Exception {
+    MessageQueueRepository repository = MessageQueueRepository.create(pool, MsgQueueConfig.defaults());
+    ExecutorService threads = Executors.newFixedThreadPool(cell.concurrency());
+    try {
+      List<Future<?>> running = new ArrayList<>();
+      for (int i = 0; i < cell.concurrency(); i++) {
+        running.add(threads.submit(() -> {
+          switch (cell.consumer()) {
+            case FLOOR -> floorLoop(pool, statements, consumed);
+            case PRODUCTION -> productionLoop(pool, statements, consumed);
+            default -> repositoryLoop(repository, statements, consumed);
+          }
+          return null;
+        }));
+      }
+      for (Future<?> future : running) {
+        future.get(timeout.toMillis(), TimeUnit.MILLISECONDS);
+      }
+      return true;
+    } finally {
+      threads.shutdownNow();
+    }
+  }
+
+  private static void floorLoop(HikariDataSource pool, AtomicLong statements, AtomicLong consumed)
+      throws SQLException {
+    try (Connection connection = pool.getConnection();
+         PreparedStatement delete = connection.prepareStatement(FLOOR_SQL)) {
+      delete.setString(1, QUEUE);
+      while (true) {
+        int got = 0;
+        statements.incrementAndGet();
+        try (ResultSet rows = delete.executeQuery()) {
+          while (rows.next()) {
+            rows.getString(1);
+            got++;
+          }
+        }
+        if (got == 0) {
+          return;
+        }
+        consumed.addAndGet(got);
+      }
+    }
+  }
+
+  private static void productionLoop(HikariDataSource pool, AtomicLong statements, AtomicLong consumed)
+      throws SQLException {
+    try (Connection connection = pool.getConnection();
+         PreparedStatement claim = connection.prepareStatement(PRODUCTION_CLAIM_SQL);
+         PreparedStatement ack = connection.prepareStatement(PRODUCTION_ACK_SQL)) {
+      claim.setString(1, QUEUE);
+      while (true) {
+        List<Long> ids = new ArrayList<>(BATCH);
+        statements.incrementAndGet();
+        try (ResultSet rows = claim.executeQuery()) {
+          while (rows.next()) {
+            ids.add(rows.getLong(1));
+            rows.getString(2);
+          }
+        }
+        if (ids.isEmpty()) {
+          return;
+        }
+        Array array = connection.createArrayOf("bigint", ids.toArray());
+        ack.setArray(1, array);
+        statements.incrementAndGet();
+        ack.executeUpdate();
+        consumed.addAndGet(ids.size());
+      }
+    }
+  }
+
+  private static void repositoryLoop(MessageQueueRepository repository, AtomicLong statements, AtomicLong consumed) {
+    while (true) {
+      statements.incrementAndGet();
+      List<ClaimedMessage> claimed = repository.claim(QUEUE, BATCH);
+      if (claimed.isEmpty()) {
+        return;
+      }
+      for (ClaimedMessage message : claimed) {
+        message.payload();
+      }
+      statements.incrementAndGet();
+      consumed.addAndGet(repository.ack(claimed).size());
+    }
+  }
+
+  private boolean subscriber(HikariDataSource pool, Cell cell, AtomicLong statements, AtomicLong consumed)
+      throws InterruptedException {
+    DSLContext counted = DSL.using(new DefaultConfiguration().set(pool).set(SQLDialect.POSTGRES)
+        .set(new CountingListener(statements)));
+    MessageQueueRepository repository = MessageQueueRepository.create(counted, MsgQueueConfig.defaults());
+    Subscriber.Builder builder = Subscriber.builder(repository, QueueSpec.durable(QUEUE), message -> {
+      message.payload();
+      consumed.incrementAndGet();
+    }).concurrency(cell.concurrency()).batchSize(BATCH);
+    if (cell.consumer().equals(SUBSCRIBER_LEASE)) {
+      builder.lease(LEASE);
+    }
+    long giveUp = System.nanoTime() + timeout.toNanos();
+    try (Subscriber subscriber = builder.start()) {
+      while (consumed.get() < messages) {
+        if (System.nanoTime() - giveUp > 0) {
+          return false;
+        }
+        Thread.sleep(1);
+      }
+    }
+    return true;
+  }
+
+  /** Counts the statements the library runs (claims, acks, keep-alives, the bind). */
+  private static final class CountingListener implements ExecuteListener {
+    private static final long serialVersionUID = 1L;
+    private final transient AtomicLong statements;
+
+    CountingListener(AtomicLong statements) {
+      this.statements = statements;
+    }
+
+    @Override
+    public void executeStart(ExecuteContext ctx) {
+      statements.incrementAndGet();
+    }
+  }
+
+  /**
+   * @param ratioToFloor messages/s over the best floor cell's
+   * @param left items still in the table after the cell (acked consumers leave none)
+   */
+  record Row(String consumer, int concurrency, long messages, double seconds, double messagesPerSecond,
+      double statementsPerMessage, double ratioToFloor, long left, boolean drained) {
+    Row withRatio(double ratio) {
+      return new Row(consumer, concurrency, messages, seconds, messagesPerSecond, statementsPerMessage, ratio, left,
+          drained);
+    }
+  }
+
+  record DrainResult(int preloaded, int batch, List<Row> rows) implements Result {
+    Row row(String consumer, int concurrency) {
+      return rows.stream().filter(r -> r.consumer().equals(consumer) && r.concurrency() == concurrency)
+          .findFirst().orElse(null);
+    }
+
+    @Override
+    public void printTable(PrintStream out) {
+      String header = String.format(Locale.ROOT, "%-17s %5s %9s %8s %10s %9s %6s %6s",
+          "consumer", "conc", "messages", "seconds", "msg/s", "stmt/msg", "xfloor", "left");
+      out.println(header);
+      out.println("-".repeat(header.length()));
+      for (Row r : rows) {
+        out.printf(Locale.ROOT, "%-17s %5d %9d %8.2f %10.0f %9.4f %6.2f %6d%s%n", r.consumer(), r.concurrency(),
+            r.messages(), r.seconds(), r.messagesPerSecond(), r.statementsPerMessage(), r.ratioToFloor(), r.left(),
+            r.drained() ? "" : "  (timed out)");
+      }
+    }
+
+    @Override
+    public void writeCsv(Path file) throws IOException {
+      List<String> lines = new ArrayList<>();
+      lines.add("consumer,concurrency,messages,seconds,messages_per_second,statements_per_message,ratio_to_floor,"
+          + "left,drained");
+      for (Row r : rows) {
+        lines.add(String.format(Locale.ROOT, "%s,%d,%d,%.3f,%.1f,%.5f,%.4f,%d,%b", r.consumer(), r.concurrency(),
+            r.messages(), r.seconds(), r.messagesPerSecond(), r.statementsPerMessage(), r.ratioToFloor(), r.left(),
+            r.drained()));
+      }
+      Files.write(file, lines);
+    }
+  }
+}

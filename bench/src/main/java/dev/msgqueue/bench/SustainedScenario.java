@@ -1,0 +1,171 @@
+package dev.msgqueue.bench;
+
+import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
+
+import com.zaxxer.hikari.HikariConfig;
+import com.zaxxer.hikari.HikariDataSource;
+import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.MsgQueueConfig;
+import dev.msgqueue.QueueSpec;
+import dev.msgqueue.Subscriber;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * Scenario 6: P publishers publish one message per call as fast as they can while one Subscriber (default settings,
+ * at a given concurrency) consumes the same queue, for a fixed time. Reports published/s, handled/s, the backlog's
+ * slope and the publish-to-handler latency.
+ */
+final class SustainedScenario implements Scenario {
+  static final String ID = "sustained";
+  static final String QUEUE = "sustained";
+  static final int PUBLISHERS = 8;
+  static final List<Integer> CONCURRENCIES = List.of(Subscriber.DEFAULT_CONCURRENCY, 16);
+
+  private final Duration runFor;
+
+  SustainedScenario(Duration runFor) {
+    this.runFor = runFor;
+  }
+
+  @Override
+  public String id() {
+    return ID;
+  }
+
+  @Override
+  public String title() {
+    return String.format(Locale.ROOT, "6. Sustained: %d publishers and one Subscriber (default settings) for %.1f s",
+        PUBLISHERS, runFor.toMillis() / 1000.0);
+  }
+
+  @Override
+  public int steps() {
+    return CONCURRENCIES.size();
+  }
+
+  @Override
+  public Duration estimate() {
+    return runFor.plusSeconds(2).multipliedBy(steps());
+  }
+
+  @Override
+  public Result run(BenchContext context) throws Exception {
+    List<Row> rows = new ArrayList<>();
+    for (int concurrency : CONCURRENCIES) {
+      context.step(String.format(Locale.ROOT, "sustained: %d publishers, subscriber concurrency %d", PUBLISHERS,
+          concurrency));
+      context.database().reset();
+      rows.add(runOne(context.database(), concurrency));
+    }
+    return new SustainedResult(PUBLISHERS, runFor.toMillis() / 1000.0, rows);
+  }
+
+  private Row runOne(BenchDatabase database, int concurrency) throws Exception {
+    HikariConfig poolConfig = new HikariConfig();
+    poolConfig.setJdbcUrl(database.url());
+    poolConfig.setMaximumPoolSize(PUBLISHERS + 4);
+    poolConfig.setPoolName("sustained");
+    try (HikariDataSource pool = new HikariDataSource(poolConfig)) {
+      MessageQueueRepository repository = MessageQueueRepository.create(pool, MsgQueueConfig.defaults());
+      QueueSpec queue = QueueSpec.durable(QUEUE);
+      repository.bindQueue(queue);
+      Map<Long, Long> publishedAt = new ConcurrentHashMap<>();
+      Map<Long, Long> handledAt = new ConcurrentHashMap<>();
+      AtomicLong published = new AtomicLong();
+      AtomicLong failures = new AtomicLong();
+      AtomicBoolean publishing = new AtomicBoolean(true);
+      ExecutorService publishers = Executors.newFixedThreadPool(PUBLISHERS);
+      long backlogAtStart;
+      long backlogAtEnd;
+      double seconds;
+      try (Subscriber subscriber = Subscriber.builder(repository, queue,
+          message -> handledAt.put(message.id(), System.nanoTime())).concurrency(concurrency).start()) {
+        backlogAtStart = database.control().fetchCount(MESSAGE_QUEUE_ITEM);
+        long started = System.nanoTime();
+        for (int i = 0; i < PUBLISHERS; i++) {
+          publishers.execute(() -> {
+            while (publishing.get()) {
+              long before = System.nanoTime();
+              try {
+                publishedAt.put(repository.publish(queue, BenchContext.PAYLOAD), before);
+                published.incrementAndGet();
+              } catch (RuntimeException e) {
+                failures.incrementAndGet();
+              }
+            }
+          });
+        }
+        Thread.sleep(runFor.toMillis());
+        publishing.set(false);
+        seconds = (System.nanoTime() - started) / 1e9;
+        publishers.shutdown();
+        publishers.awaitTermination(30, TimeUnit.SECONDS);
+        backlogAtEnd = database.control().fetchCount(MESSAGE_QUEUE_ITEM);
+      } finally {
+        publishers.shutdownNow();
+      }
+      long handledInWindow = handledAt.size();
+      long[] latencies = publishedAt.entrySet().stream()
+          .filter(entry -> handledAt.containsKey(entry.getKey()))
+          .mapToLong(entry -> handledAt.get(entry.getKey()) - entry.getValue())
+          .sorted().toArray();
+      return new Row(concurrency, published.get(), handledInWindow, seconds, published.get() / seconds,
+          handledInWindow / seconds, (backlogAtEnd - backlogAtStart) / seconds, percentileMillis(latencies, 0.50),
+          percentileMillis(latencies, 0.99), failures.get());
+    }
+  }
+
+  private static double percentileMillis(long[] sorted, double quantile) {
+    if (sorted.length == 0) {
+      return Double.NaN;
+    }
+    int index = (int) Math.min(sorted.length - 1, Math.ceil(quantile * sorted.length) - 1);
+    return sorted[Math.max(0, index)] / 1e6;
+  }
+
+  /** @param backlogSlope messages/s by which the queue grew over the run (negative: it shrank) */
+  record Row(int concurrency, long published, long handled, double seconds, double publishedPerSecond,
+      double handledPerSecond, double backlogSlope, double p50Millis, double p99Millis, long publishFailures) { }
+
+  record SustainedResult(int publishers, double seconds, List<Row> rows) implements Result {
+    @Override
+    public void printTable(PrintStream out) {
+      String header = String.format(Locale.ROOT, "%5s %11s %10s %10s %12s %9s %9s %5s",
+          "conc", "published/s", "handled/s", "handled", "backlog/s", "p50 ms", "p99 ms", "fail");
+      out.println(header);
+      out.println("-".repeat(header.length()));
+      for (Row r : rows) {
+        out.printf(Locale.ROOT, "%5d %11.0f %10.0f %10d %12.1f %9.2f %9.2f %5d%n", r.concurrency(),
+            r.publishedPerSecond(), r.handledPerSecond(), r.handled(), r.backlogSlope(), r.p50Millis(),
+            r.p99Millis(), r.publishFailures());
+      }
+    }
+
+    @Override
+    public void writeCsv(Path file) throws IOException {
+      List<String> lines = new ArrayList<>();
+      lines.add("concurrency,published,handled,seconds,published_per_second,handled_per_second,backlog_slope,"
+          + "p50_ms,p99_ms,publish_failures");
+      for (Row r : rows) {
+        lines.add(String.format(Locale.ROOT, "%d,%d,%d,%.3f,%.1f,%.1f,%.2f,%.3f,%.3f,%d", r.concurrency(),
+            r.published(), r.handled(), r.seconds(), r.publishedPerSecond(), r.handledPerSecond(), r.backlogSlope(),
+            r.p50Millis(), r.p99Millis(), r.publishFailures()));
+      }
+      Files.write(file, lines);
+    }
+  }
+}
