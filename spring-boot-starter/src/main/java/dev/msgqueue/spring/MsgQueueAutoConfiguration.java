@@ -2,8 +2,10 @@ package dev.msgqueue.spring;
 
 import dev.msgqueue.Housekeeper;
 import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.MicrometerMetrics;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.WakeupListener;
+import io.micrometer.core.instrument.MeterRegistry;
 import java.sql.DriverManager;
 import java.util.Arrays;
 import java.util.Properties;
@@ -37,7 +39,8 @@ import org.springframework.jdbc.datasource.TransactionAwareDataSourceProxy;
  *       {@code msgqueue.listener.*} or else {@code spring.datasource.*};</li>
  *   <li>a {@link Housekeeper} (the reaper and the expired-message cleanup on an interval, one replica per tick);</li>
  *   <li>a subscriber for every {@link MsgQueueListener} method, stopped before the {@code DataSource} closes;</li>
- *   <li>with Actuator, a {@code msgqueue} health indicator.</li>
+ *   <li>with Actuator, a {@code msgqueue} health indicator;</li>
+ *   <li>with a Micrometer {@code MeterRegistry}, msgqueue's meters.</li>
  * </ul>
  * Every bean backs off when the application defines its own.
  */
@@ -127,6 +130,22 @@ public class MsgQueueAutoConfiguration {
   public static MsgQueueListenerRegistrar msgQueueListenerRegistrar(ObjectProvider<MessageQueueRepository> repository,
       ObjectProvider<WakeupListener> wakeups, ObjectProvider<MsgQueueProperties> properties) {
     return new MsgQueueListenerRegistrar(repository, wakeups, properties);
+  }
+
+  /**
+   * msgqueue's meters ({@code msgqueue.*}: counters, timers, and the statistics gauges the housekeeper refreshes) in
+   * the application's {@link MeterRegistry}, with Micrometer on the classpath.
+   */
+  @Configuration(proxyBeanMethods = false)
+  @ConditionalOnClass(MeterRegistry.class)
+  @ConditionalOnBean(MeterRegistry.class)
+  static class MetricsConfiguration {
+    @Bean(destroyMethod = "close")
+    @ConditionalOnMissingBean
+    MicrometerMetrics msgQueueMetrics(MeterRegistry registry, MessageQueueRepository repository,
+        MsgQueueProperties properties) {
+      return MicrometerMetrics.bind(registry, repository, properties.getMetrics().getMaxQueueTags());
+    }
   }
 
   /** The {@code msgqueue} health indicator, with Actuator on the classpath. */

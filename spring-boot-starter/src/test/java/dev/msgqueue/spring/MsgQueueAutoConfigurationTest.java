@@ -8,6 +8,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.msgqueue.ClaimedMessage;
 import dev.msgqueue.Housekeeper;
 import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.MicrometerMetrics;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.QueueNotFoundException;
 import dev.msgqueue.QueueSpec;
@@ -16,9 +17,12 @@ import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.PostgresServer;
 import dev.msgqueue.it.TestDatabase;
 import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.sql.Connection;
 import java.sql.Statement;
 import java.time.Duration;
+import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
@@ -102,6 +106,22 @@ class MsgQueueAutoConfigurationTest {
       assertThat(db.dsl().fetchExists(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.ID.eq(inTransaction.get())))
           .as("rolled back with the caller's transaction").isFalse();
     });
+  }
+
+  @Test
+  void withAMeterRegistryTheMetersCountWhatTheApplicationDid() {
+    runner.withBean(SimpleMeterRegistry.class, SimpleMeterRegistry::new).run(context -> {
+      assertThat(context).hasSingleBean(MicrometerMetrics.class);
+      MessageQueueRepository repository = context.getBean(MessageQueueRepository.class);
+      QueueSpec queue = QueueSpec.durable("starter-metered");
+      repository.bindQueue(queue);
+      repository.publish(queue, "{}");
+      repository.publishBatch(queue, List.of("{}", "{}"));
+      MeterRegistry registry = context.getBean(MeterRegistry.class);
+      assertThat(registry.get("msgqueue.messages.published").tag("queue", queue.name()).counter().count())
+          .isEqualTo(3.0);
+    });
+    runner.run(context -> assertThat(context).doesNotHaveBean(MicrometerMetrics.class));
   }
 
   @Test
