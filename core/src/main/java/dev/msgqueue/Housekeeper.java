@@ -47,7 +47,7 @@ import org.slf4j.LoggerFactory;
  * thread.
  *
  * <p>The repository must take its connections from a pool or data source (not a single connection): the lock's
- * transaction stays open on one connection while the jobs commit on others.
+ * transaction stays open on one connection while the jobs commit on others, so a tick needs two connections at once.
  */
 public final class Housekeeper implements AutoCloseable {
   /** The interval when none is set: one minute. */

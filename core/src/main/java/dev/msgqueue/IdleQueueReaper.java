@@ -86,10 +86,12 @@ final class IdleQueueReaper {
         log.warn("a reaper batch of {} queue(s) failed ({}); reaping them one by one", locked.size(), e.toString());
         deleted = reapOneByOne(locked);
       }
+      int chosen = locked.size();
       reaped.addAll(deleted);
       locked.removeAll(deleted);
       heldBack.addAll(locked);
-      if (locked.size() + deleted.size() < config.reapBatchSize() || heldBack.size() >= MAX_HELD_BACK) {
+      // A short batch means no idle queue is left; a full one may mean more, past the ones held back so far.
+      if (chosen < config.reapBatchSize() || heldBack.size() >= MAX_HELD_BACK) {
         break;
       }
     }
