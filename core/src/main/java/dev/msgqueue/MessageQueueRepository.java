@@ -1,7 +1,5 @@
 package dev.msgqueue;
 
-import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
-
 import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
 import java.sql.Connection;
 import java.time.Duration;
@@ -24,23 +22,22 @@ import javax.sql.DataSource;
 import org.jooq.DSLContext;
 import org.jooq.JSONB;
 import org.jooq.SQLDialect;
-import org.jooq.exception.DataAccessException;
-import org.jooq.impl.DefaultConnectionProvider;
 import org.jooq.impl.DSL;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
  * Publishes messages to named queues and keeps the queue table tidy. Thread-safe; create one per service and share
- * it (its keep-alive bookkeeping is what keeps the queue row off the publish hot path).
+ * it (its keep-alive throttle is what keeps the queue row off the publish hot path).
  *
  * <h2>What a publish does</h2>
  * <ol>
  *   <li>Validates the queue spec, payload and options, throwing {@link IllegalArgumentException} before any SQL.</li>
  *   <li>Inserts the message with one statement that takes only a KEY SHARE lock on the queue row (the lock the
  *       foreign key takes anyway): concurrent publishers to one queue never wait for each other.</li>
- *   <li>At most once per {@link MsgQueueConfig#keepAliveInterval()} per queue, refreshes the queue's
- *       {@code "lastActive"} with a statement that never waits, so a queue that is only published to is not reaped.</li>
+ *   <li>At most once per {@link MsgQueueConfig#keepAliveInterval()} per queue, writes the keep-alive (the queue's
+ *       {@code "lastActive"}) with a statement that never waits, so a queue that is only published to is not
+ *       reaped.</li>
  *   <li>If the queue is missing: an auto-deleted queue (the reaper removed it) is re-created with the publisher's
  *       spec together with the message, in one statement; any other queue raises {@link QueueNotFoundException}.
  *       Neither case aborts the caller's transaction.</li>
@@ -51,10 +48,22 @@ import org.slf4j.LoggerFactory;
  * the view {@link #inTransaction(DSLContext)}: what it writes commits or rolls back with your transaction. The
  * publish path assumes READ COMMITTED, PostgreSQL's default. {@link #reapIdleQueues()} and
  * {@link #deleteExpiredMessages()} run their own short transactions, one per batch.
+ *
+ * <p>A publish in your transaction never makes your transaction hold the queue row, so no other publisher or
+ * subscriber waits for your commit: the keep-alive write and the re-creation of a reaped auto-deleted queue each
+ * commit at once, in autocommit, on a connection of the repository's own context (an empty re-created queue left by
+ * a rollback is reaped like any idle queue). That needs a context whose connections are not your transaction's:
+ * create the repository over your connection pool itself, and pass your transaction's context to the view. If the
+ * repository's own context hands out your transaction's connection (a context over that connection, or a data
+ * source such as Spring's {@code TransactionAwareDataSourceProxy}), both writes run inside your transaction instead:
+ * still correct, but other publishers to a queue healed that way wait for your commit (at most
+ * {@link MsgQueueConfig#statementTimeout()}), and the keep-alive holds the queue row until then.
  */
 public final class MessageQueueRepository {
   /** The most messages {@link #publishBatch} takes in one call (one statement). */
   public static final int MAX_BATCH_SIZE = 10_000;
+  /** The most single-message publishes one coalesced statement carries (see {@link MsgQueueConfig#publishCoalescing}). */
+  static final int MAX_COALESCED_MESSAGES = 1_000;
   /** The shortest lease: the timestamps' precision, so that every re-claim stores a strictly later deadline. */
   public static final Duration MIN_LEASE = Duration.ofMillis(1);
   private static final Logger log = LoggerFactory.getLogger(MessageQueueRepository.class);
@@ -62,20 +71,21 @@ public final class MessageQueueRepository {
   private final DSLContext ctx;
   private final MsgQueueConfig config;
   private final Payloads payloads;
-  private final KeepAliveTracker keepAlive;
-  private final Wakeups wakeups;
+  private final Publisher publisher;
+  /** Group commit of this repository's own autocommit publishes; {@code null} when off, and in views. */
+  private final PublishCoalescer coalescer;
   private final IdleQueueReaper reaper;
   private final ExpiredMessageCleanup cleanup;
   // Shared with every view of this repository, so metrics bound once see all of them.
   private volatile AtomicReference<MessageQueueEvents> events = new AtomicReference<>(MessageQueueEvents.NONE);
 
   private MessageQueueRepository(
-      DSLContext ctx, MsgQueueConfig config, Payloads payloads, KeepAliveTracker keepAlive, Wakeups wakeups) {
+      DSLContext ctx, MsgQueueConfig config, Payloads payloads, Publisher publisher, PublishCoalescer coalescer) {
+    this.coalescer = coalescer;
     this.ctx = ctx;
     this.config = config;
     this.payloads = payloads;
-    this.keepAlive = keepAlive;
-    this.wakeups = wakeups;
+    this.publisher = publisher;
     this.reaper = new IdleQueueReaper(ctx, config);
     this.cleanup = new ExpiredMessageCleanup(ctx, config);
   }
@@ -89,8 +99,16 @@ public final class MessageQueueRepository {
     Arguments.requireNonNull(ctx, "ctx");
     Arguments.requireNonNull(config, "config");
     requirePostgres(ctx);
-    return new MessageQueueRepository(bounded(ctx, config), config, new Payloads(config.maxPayloadBytes()),
-        new KeepAliveTracker(config.keepAliveInterval(), config.maxTrackedQueues()), Wakeups.from(config));
+    DSLContext own = bounded(ctx, config);
+    AtomicReference<MessageQueueEvents> events = new AtomicReference<>(MessageQueueEvents.NONE);
+    Publisher publisher = new Publisher(own, config,
+        new IntervalThrottle(config.keepAliveInterval(), config.maxTrackedQueues()), Wakeups.from(config), events);
+    PublishCoalescer coalescer = config.publishCoalescing()
+        ? new PublishCoalescer(publisher, own, MAX_COALESCED_MESSAGES) : null;
+    MessageQueueRepository repository =
+        new MessageQueueRepository(own, config, new Payloads(config.maxPayloadBytes()), publisher, coalescer);
+    repository.events = events;
+    return repository;
   }
 
   /** A repository taking a connection from {@code dataSource} per statement (or per batch transaction). */
@@ -114,8 +132,8 @@ public final class MessageQueueRepository {
   MessageQueueRepository boundTo(DSLContext context) {
     Arguments.requireNonNull(context, "transactionContext");
     requirePostgres(context);
-    MessageQueueRepository bound = new MessageQueueRepository(bounded(context, config), config, payloads, keepAlive,
-        wakeups);
+    MessageQueueRepository bound = new MessageQueueRepository(bounded(context, config), config, payloads, publisher,
+        null);
     bound.events = events;
     return bound;
   }
@@ -147,7 +165,7 @@ public final class MessageQueueRepository {
   /** Publishes a JSON text payload. @return the message id */
   public long publish(QueueSpec spec, String json, PublishOptions options) {
     JSONB payload = payloads.validate(json);
-    return publishValidated(spec, List.of(payload), options).get(0);
+    return publishOne(spec, payload, options);
   }
 
   /** Publishes a {@code jsonb} payload with default options. @return the message id */
@@ -158,7 +176,7 @@ public final class MessageQueueRepository {
   /** Publishes a {@code jsonb} payload. @return the message id */
   public long publish(QueueSpec spec, JSONB payload, PublishOptions options) {
     JSONB validated = payloads.validate(payload);
-    return publishValidated(spec, List.of(validated), options).get(0);
+    return publishOne(spec, validated, options);
   }
 
   /** Publishes several payloads to one queue in one statement, with default options. */
@@ -195,6 +213,18 @@ public final class MessageQueueRepository {
     return publishValidated(spec, validated, options);
   }
 
+  private long publishOne(QueueSpec spec, JSONB payload, PublishOptions options) {
+    Duration ttl = requireValid(spec, options);
+    // Only in autocommit: a publish on a connection with autocommit off belongs to that connection's transaction.
+    if (coalescer != null && ctx.connectionResult(Connection::getAutoCommit)) {
+      long start = System.nanoTime();
+      long id = coalescer.publish(spec, payload, options.delay(), ttl);
+      events().published(spec.name(), 1, System.nanoTime() - start);
+      return id;
+    }
+    return publishValidated(spec, List.of(payload), options).get(0);
+  }
+
   private List<Long> publishValidated(QueueSpec spec, List<JSONB> validated, PublishOptions options) {
     long start = System.nanoTime();
     List<Long> ids = store(spec, validated, options);
@@ -204,85 +234,7 @@ public final class MessageQueueRepository {
 
   private List<Long> store(QueueSpec spec, List<JSONB> validated, PublishOptions options) {
     Duration ttl = requireValid(spec, options);
-    // One connection for the whole publish, so it can tell whether the insert committed on its own (autocommit): a
-    // wake-up failing after that must not turn a committed publish into an "outcome unknown" failure. A context on
-    // one connection already is that (and pinning it again would cost a configuration per publish).
-    if (ctx.configuration().connectionProvider() instanceof DefaultConnectionProvider) {
-      return publishOn(ctx, ctx.connectionResult(Connection::getAutoCommit), spec, validated, options.delay(), ttl);
-    }
-    return ctx.connectionResult(connection -> publishOn(
-        ctx.configuration().derive(new DefaultConnectionProvider(connection)).dsl(), connection.getAutoCommit(),
-        spec, validated, options.delay(), ttl));
-  }
-
-  private List<Long> publishOn(
-      DSLContext on, boolean autoCommit, QueueSpec spec, List<JSONB> validated, Duration delay, Duration ttl) {
-    if (keepAlive.claimRefresh(spec.name())) {
-      refreshKeepAlive(on, spec.name());
-    }
-    List<Long> ids = insertIfQueueExists(on, autoCommit, spec.name(), validated, delay, ttl);
-    if (!ids.isEmpty()) {
-      wakeUp(on, autoCommit, spec.name());
-      return sorted(ids);
-    }
-    if (!spec.autoDeleted()) {
-      keepAlive.forget(spec.name());
-      throw new QueueNotFoundException(spec.name());
-    }
-    ids = QueueStatements.healAndInsertItems(on, spec, validated, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
-    events().healed(spec.name());
-    keepAlive.refreshed(spec.name());
-    log.info("re-created auto-deleted queue \"{}\" on publish (it had been reaped)", spec.name());
-    wakeUp(on, autoCommit, spec.name());
-    return sorted(ids);
-  }
-
-  /**
-   * The fast path: inserts into an existing queue, or returns no ids if the queue is missing. The statement depends on
-   * the connection: in autocommit the plain insert (whose 23503 aborts nothing else), inside a transaction one that
-   * cannot raise 23503 at all.
-   */
-  private static List<Long> insertIfQueueExists(
-      DSLContext on, boolean autoCommit, String queue, List<JSONB> validated, Duration delay, Duration ttl) {
-    if (!autoCommit) {
-      return QueueStatements.insertItemsIfQueueExists(on, queue, validated, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
-    }
-    try {
-      return QueueStatements.insertItems(on, queue, validated, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
-    } catch (DataAccessException e) {
-      if (QueueStatements.isMissingQueue(e)) {
-        return List.of();
-      }
-      throw e;
-    }
-  }
-
-  /**
-   * Sends the (coalesced) wake-up after the insert. In autocommit the messages are already committed, and a wake-up
-   * only shortens latency (subscribers poll), so its failure is logged, not thrown: throwing would report a committed
-   * publish as failed, and a caller retrying it would publish it twice. Inside the caller's transaction the failure
-   * is thrown, since that transaction is lost.
-   */
-  private void wakeUp(DSLContext on, boolean autoCommit, String queue) {
-    try {
-      wakeups.published(on, queue);
-    } catch (RuntimeException e) {
-      if (!autoCommit) {
-        throw e;
-      }
-      log.warn("published to \"{}\" (committed), but its wake-up notification failed ({}); subscribers find the"
-          + " messages by polling", queue, e.toString());
-    }
-  }
-
-  // Before the insert, so that if it fails no message has been committed behind the caller's back (autocommit).
-  private void refreshKeepAlive(DSLContext on, String queue) {
-    try {
-      QueueStatements.refreshIfStale(on, queue, config.keepAliveInterval());
-    } catch (RuntimeException e) {
-      keepAlive.forget(queue);
-      throw e;
-    }
+    return publisher.publish(ctx, spec, validated, options.delay(), ttl);
   }
 
   /**
@@ -349,7 +301,8 @@ public final class MessageQueueRepository {
       return List.of();
     }
     long start = System.nanoTime();
-    List<Long> acked = sorted(QueueStatements.ack(ctx, messages));
+    List<Long> acked = new ArrayList<>(QueueStatements.ack(ctx, messages));
+    Collections.sort(acked);
     reportAcked(messages, acked, System.nanoTime() - start);
     return acked;
   }
@@ -377,7 +330,12 @@ public final class MessageQueueRepository {
 
   /** Batched release of claimed, unstarted messages; see {@link QueueStatements#release}. @return the ids released */
   List<Long> release(Collection<ClaimedMessage> messages) {
-    return messages.isEmpty() ? List.of() : sorted(QueueStatements.release(ctx, messages));
+    if (messages.isEmpty()) {
+      return List.of();
+    }
+    List<Long> released = new ArrayList<>(QueueStatements.release(ctx, messages));
+    Collections.sort(released);
+    return released;
   }
 
   /** Whether the queue row exists, read without taking or waiting for any lock. */
@@ -396,7 +354,7 @@ public final class MessageQueueRepository {
       QueueStatements.limitLockWaits(tx.dsl(), lockTimeout);
       QueueStatements.bind(tx.dsl(), spec);
     });
-    keepAlive.refreshed(spec.name());
+    publisher.keptAlive(spec.name());
   }
 
   /**
@@ -550,7 +508,7 @@ public final class MessageQueueRepository {
   public void bindQueue(QueueSpec spec) {
     Arguments.requireNonNull(spec, "spec");
     QueueStatements.bind(ctx, spec);
-    keepAlive.refreshed(spec.name());
+    publisher.keptAlive(spec.name());
   }
 
   /**
@@ -561,9 +519,9 @@ public final class MessageQueueRepository {
    */
   public boolean touch(String queueName) {
     QueueSpec.requireValidName(queueName);
-    boolean written = QueueStatements.refresh(ctx, queueName) > 0;
+    boolean written = QueueStatements.touch(ctx, queueName) > 0;
     if (written) {
-      keepAlive.refreshed(queueName);
+      publisher.keptAlive(queueName);
     }
     return written;
   }
@@ -579,7 +537,7 @@ public final class MessageQueueRepository {
   public List<String> reapIdleQueues() {
     List<String> reaped = reaper.reap();
     events().reaped(reaped.size());
-    reaped.forEach(keepAlive::forget);
+    reaped.forEach(publisher::forget);
     return reaped;
   }
 
@@ -621,7 +579,7 @@ public final class MessageQueueRepository {
 
   /** How many queues' keep-alive deadlines this repository currently remembers (bounded by the config). */
   int trackedQueues() {
-    return keepAlive.trackedQueues();
+    return publisher.trackedQueues();
   }
 
   /** Reports an ack per queue (an ack's messages usually share one), its duration with the first message's queue. */
@@ -645,13 +603,6 @@ public final class MessageQueueRepository {
     Arguments.requireNonNull(spec, "queue spec");
     Arguments.requireNonNull(options, "publish options");
     return options.effectiveTtl(config);
-  }
-
-  private static List<Long> sorted(List<Long> ids) {
-    // Identity values are drawn in insertion order, which follows the payloads' order (ORDER BY ordinal).
-    List<Long> copy = new ArrayList<>(ids);
-    Collections.sort(copy);
-    return copy;
   }
 
   /**
