@@ -226,8 +226,6 @@ class NullArgumentsTest {
       };
     } else if (type == WakeupListener.class) {
       return listener;
-    } else if (type == io.micrometer.core.instrument.MeterRegistry.class) {
-      return new io.micrometer.core.instrument.simple.SimpleMeterRegistry();
     } else if (type == Throwable.class) {
       return new IllegalStateException("handler failed");
     } else if (type == RetryPolicy.class) {

@@ -1,6 +1,6 @@
 -- The privileges a service's database role needs to run the whole msgqueue API (publish, claim/ack/nack, bindQueue,
--- touch, the reaper, expired-item cleanup, Subscriber, WakeupListener, lease extension, retries and dead letters), and
--- nothing more. Run it after
+-- touch, lease extension, retries and dead letters, the reaper, expired-message cleanup, Subscriber, WakeupListener,
+-- Housekeeper), and nothing more. Run it after
 -- `liquibase update` as the owner of the schema and of the tables (typically the migration role that applied the
 -- changelog; a role that owns only the tables gets a mere warning for the first GRANT), replacing msgqueue_app with
 -- your service's role and public with the schema the changelog was applied to.
