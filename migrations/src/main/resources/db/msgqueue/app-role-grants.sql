@@ -15,4 +15,5 @@
 -- UPDATE is needed on both tables also for the row locks (SELECT ... FOR UPDATE / FOR NO KEY UPDATE / FOR KEY SHARE)
 -- that the claim, the keep-alive and the reaper take.
 GRANT USAGE ON SCHEMA public TO msgqueue_app;
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE public."MessageQueue", public."MessageQueueItem" TO msgqueue_app;
+GRANT SELECT, INSERT, UPDATE, DELETE
+  ON TABLE public."MessageQueue", public."MessageQueueItem", public."MessageQueueItemFailure" TO msgqueue_app;
