@@ -47,7 +47,9 @@ import org.junit.jupiter.api.io.TempDir;
 class KilledConsumerIT {
   private static final int KILLS = Integer.getInteger("msgqueue.killed.kills", 4);
   private static final Duration BETWEEN_KILLS = Duration.ofMillis(Long.getLong("msgqueue.killed.intervalMillis", 2_000));
-  private static final Duration LEASE = Duration.ofSeconds(8);
+  // Long enough that the in-flight set is read before any of the victim's leases runs out, even on a busy machine
+  // where its backends take many seconds to go.
+  private static final Duration LEASE = Duration.ofSeconds(45);
   private static final long HANDLER_MILLIS = 5;
   private static final String QUEUE = "work";
   private static final Table<Record> LEDGER = table(name(ConsumerProcess.LEDGER));
@@ -121,7 +123,7 @@ class KilledConsumerIT {
     System.out.printf("KilledConsumerIT: publishing stopped at %d ms%n", (System.nanoTime() - begin) / 1_000_000);
     try {
       awaitTrue(() -> dsl.fetchCount(MESSAGE_QUEUE_ITEM) == 0 && ledgerIds().containsAll(committed),
-          "every committed message handled and acked", Duration.ofSeconds(120));
+          "every committed message handled and acked", Duration.ofSeconds(180));
     } finally {
       for (Child child : children) {
         child.process().destroyForcibly().waitFor(30, TimeUnit.SECONDS);
