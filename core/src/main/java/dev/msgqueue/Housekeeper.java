@@ -35,6 +35,10 @@ import org.slf4j.LoggerFactory;
  * lives and dies with its transaction, so it is safe behind a pooler in transaction mode (PgBouncer), and a replica
  * that dies mid-tick frees it with its connection.
  *
+ * <p><b>Statistics.</b> When {@link MicrometerMetrics} are bound to the repository, every tick (on every replica,
+ * whether it did the work or skipped it) also reads {@link MessageQueueRepository#queueStatistics()} once and
+ * refreshes the statistics gauges from it: a scrape never queries the database.
+ *
  * <p><b>Failures</b> are logged, recorded as the {@link #lastRun()}, and the next tick runs as usual.
  *
  * <p><b>Scheduling.</b> {@link #start()} runs the first tick after a random delay in [0, {@code firstRunJitter}]
@@ -142,7 +146,21 @@ public final class Housekeeper implements AutoCloseable {
       log.warn("housekeeping failed ({} in a row); the next tick runs as usual", failures, e);
     }
     lastRun.set(run);
+    refreshStatistics();
     return run;
+  }
+
+  /** Every replica refreshes its statistics gauges each tick, whichever replica did the work. */
+  private void refreshStatistics() {
+    MessageQueueEvents events = repository.events();
+    if (!events.wantsStatistics()) {
+      return;
+    }
+    try {
+      events.statistics(repository.queueStatistics());
+    } catch (RuntimeException e) {
+      log.warn("housekeeper: could not read the queue statistics; the gauges keep their previous values", e);
+    }
   }
 
   /** The most recent tick, scheduled or {@link #runOnce() explicit}; empty before the first. */

@@ -1,7 +1,5 @@
 package dev.msgqueue;
 
-import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
-
 import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
 import java.sql.Connection;
 import java.time.Duration;
@@ -13,31 +11,33 @@ import java.util.Collection;
 import java.util.Collections;
 import java.util.Comparator;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.atomic.AtomicReference;
 import javax.sql.DataSource;
 import org.jooq.DSLContext;
 import org.jooq.JSONB;
 import org.jooq.SQLDialect;
-import org.jooq.exception.DataAccessException;
-import org.jooq.impl.DefaultConnectionProvider;
 import org.jooq.impl.DSL;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
  * Publishes messages to named queues and keeps the queue table tidy. Thread-safe; create one per service and share
- * it (its keep-alive bookkeeping is what keeps the queue row off the publish hot path).
+ * it (its keep-alive throttle is what keeps the queue row off the publish hot path).
  *
  * <h2>What a publish does</h2>
  * <ol>
  *   <li>Validates the queue spec, payload and options, throwing {@link IllegalArgumentException} before any SQL.</li>
  *   <li>Inserts the message with one statement that takes only a KEY SHARE lock on the queue row (the lock the
  *       foreign key takes anyway): concurrent publishers to one queue never wait for each other.</li>
- *   <li>At most once per {@link MsgQueueConfig#keepAliveInterval()} per queue, refreshes the queue's
- *       {@code "lastActive"} with a statement that never waits, so a queue that is only published to is not reaped.</li>
+ *   <li>At most once per {@link MsgQueueConfig#keepAliveInterval()} per queue, writes the keep-alive (the queue's
+ *       {@code "lastActive"}) with a statement that never waits, so a queue that is only published to is not
+ *       reaped.</li>
  *   <li>If the queue is missing: an auto-deleted queue (the reaper removed it) is re-created with the publisher's
  *       spec together with the message, in one statement; any other queue raises {@link QueueNotFoundException}.
  *       Neither case aborts the caller's transaction.</li>
@@ -48,10 +48,22 @@ import org.slf4j.LoggerFactory;
  * the view {@link #inTransaction(DSLContext)}: what it writes commits or rolls back with your transaction. The
  * publish path assumes READ COMMITTED, PostgreSQL's default. {@link #reapIdleQueues()} and
  * {@link #deleteExpiredMessages()} run their own short transactions, one per batch.
+ *
+ * <p>A publish in your transaction never makes your transaction hold the queue row, so no other publisher or
+ * subscriber waits for your commit: the keep-alive write and the re-creation of a reaped auto-deleted queue each
+ * commit at once, in autocommit, on a connection of the repository's own context (an empty re-created queue left by
+ * a rollback is reaped like any idle queue). That needs a context whose connections are not your transaction's:
+ * create the repository over your connection pool itself, and pass your transaction's context to the view. If the
+ * repository's own context hands out your transaction's connection (a context over that connection, or a data
+ * source such as Spring's {@code TransactionAwareDataSourceProxy}), both writes run inside your transaction instead:
+ * still correct, but other publishers to a queue healed that way wait for your commit (at most
+ * {@link MsgQueueConfig#statementTimeout()}), and the keep-alive holds the queue row until then.
  */
 public final class MessageQueueRepository {
   /** The most messages {@link #publishBatch} takes in one call (one statement). */
   public static final int MAX_BATCH_SIZE = 10_000;
+  /** The most single-message publishes one coalesced statement carries (see {@link MsgQueueConfig#publishCoalescing}). */
+  static final int MAX_COALESCED_MESSAGES = 1_000;
   /** The shortest lease: the timestamps' precision, so that every re-claim stores a strictly later deadline. */
   public static final Duration MIN_LEASE = Duration.ofMillis(1);
   private static final Logger log = LoggerFactory.getLogger(MessageQueueRepository.class);
@@ -59,18 +71,21 @@ public final class MessageQueueRepository {
   private final DSLContext ctx;
   private final MsgQueueConfig config;
   private final Payloads payloads;
-  private final KeepAliveTracker keepAlive;
-  private final Wakeups wakeups;
+  private final Publisher publisher;
+  /** Group commit of this repository's own autocommit publishes; {@code null} when off, and in views. */
+  private final PublishCoalescer coalescer;
   private final IdleQueueReaper reaper;
   private final ExpiredMessageCleanup cleanup;
+  // Shared with every view of this repository, so metrics bound once see all of them.
+  private volatile AtomicReference<MessageQueueEvents> events = new AtomicReference<>(MessageQueueEvents.NONE);
 
   private MessageQueueRepository(
-      DSLContext ctx, MsgQueueConfig config, Payloads payloads, KeepAliveTracker keepAlive, Wakeups wakeups) {
+      DSLContext ctx, MsgQueueConfig config, Payloads payloads, Publisher publisher, PublishCoalescer coalescer) {
+    this.coalescer = coalescer;
     this.ctx = ctx;
     this.config = config;
     this.payloads = payloads;
-    this.keepAlive = keepAlive;
-    this.wakeups = wakeups;
+    this.publisher = publisher;
     this.reaper = new IdleQueueReaper(ctx, config);
     this.cleanup = new ExpiredMessageCleanup(ctx, config);
   }
@@ -84,8 +99,16 @@ public final class MessageQueueRepository {
     Arguments.requireNonNull(ctx, "ctx");
     Arguments.requireNonNull(config, "config");
     requirePostgres(ctx);
-    return new MessageQueueRepository(bounded(ctx, config), config, new Payloads(config.maxPayloadBytes()),
-        new KeepAliveTracker(config.keepAliveInterval(), config.maxTrackedQueues()), Wakeups.from(config));
+    DSLContext own = bounded(ctx, config);
+    AtomicReference<MessageQueueEvents> events = new AtomicReference<>(MessageQueueEvents.NONE);
+    Publisher publisher = new Publisher(own, config,
+        new IntervalThrottle(config.keepAliveInterval(), config.maxTrackedQueues()), Wakeups.from(config), events);
+    PublishCoalescer coalescer = config.publishCoalescing()
+        ? new PublishCoalescer(publisher, own, MAX_COALESCED_MESSAGES) : null;
+    MessageQueueRepository repository =
+        new MessageQueueRepository(own, config, new Payloads(config.maxPayloadBytes()), publisher, coalescer);
+    repository.events = events;
+    return repository;
   }
 
   /** A repository taking a connection from {@code dataSource} per statement (or per batch transaction). */
@@ -109,11 +132,24 @@ public final class MessageQueueRepository {
   MessageQueueRepository boundTo(DSLContext context) {
     Arguments.requireNonNull(context, "transactionContext");
     requirePostgres(context);
-    return new MessageQueueRepository(bounded(context, config), config, payloads, keepAlive, wakeups);
+    MessageQueueRepository bound = new MessageQueueRepository(bounded(context, config), config, payloads, publisher,
+        null);
+    bound.events = events;
+    return bound;
   }
 
   public MsgQueueConfig config() {
     return config;
+  }
+
+  /** Where this repository and its subscribers and housekeepers report events (metrics); a no-op by default. */
+  MessageQueueEvents events() {
+    return events.get();
+  }
+
+  /** Sends this repository's events (and its views', subscribers' and housekeepers') to {@code sink}. */
+  void reportTo(MessageQueueEvents sink) {
+    events.set(Arguments.requireNonNull(sink, "sink"));
   }
 
   /** The context every statement of this repository runs on (bounded and failure-translating). */
@@ -129,7 +165,7 @@ public final class MessageQueueRepository {
   /** Publishes a JSON text payload. @return the message id */
   public long publish(QueueSpec spec, String json, PublishOptions options) {
     JSONB payload = payloads.validate(json);
-    return publishValidated(spec, List.of(payload), options).get(0);
+    return publishOne(spec, payload, options);
   }
 
   /** Publishes a {@code jsonb} payload with default options. @return the message id */
@@ -140,7 +176,7 @@ public final class MessageQueueRepository {
   /** Publishes a {@code jsonb} payload. @return the message id */
   public long publish(QueueSpec spec, JSONB payload, PublishOptions options) {
     JSONB validated = payloads.validate(payload);
-    return publishValidated(spec, List.of(validated), options).get(0);
+    return publishOne(spec, validated, options);
   }
 
   /** Publishes several payloads to one queue in one statement, with default options. */
@@ -177,86 +213,28 @@ public final class MessageQueueRepository {
     return publishValidated(spec, validated, options);
   }
 
-  private List<Long> publishValidated(QueueSpec spec, List<JSONB> validated, PublishOptions options) {
+  private long publishOne(QueueSpec spec, JSONB payload, PublishOptions options) {
     Duration ttl = requireValid(spec, options);
-    // One connection for the whole publish, so it can tell whether the insert committed on its own (autocommit): a
-    // wake-up failing after that must not turn a committed publish into an "outcome unknown" failure. A context on
-    // one connection already is that (and pinning it again would cost a configuration per publish).
-    if (ctx.configuration().connectionProvider() instanceof DefaultConnectionProvider) {
-      return publishOn(ctx, ctx.connectionResult(Connection::getAutoCommit), spec, validated, options.delay(), ttl);
+    // Only in autocommit: a publish on a connection with autocommit off belongs to that connection's transaction.
+    if (coalescer != null && ctx.connectionResult(Connection::getAutoCommit)) {
+      long start = System.nanoTime();
+      long id = coalescer.publish(spec, payload, options.delay(), ttl);
+      events().published(spec.name(), 1, System.nanoTime() - start);
+      return id;
     }
-    return ctx.connectionResult(connection -> publishOn(
-        ctx.configuration().derive(new DefaultConnectionProvider(connection)).dsl(), connection.getAutoCommit(),
-        spec, validated, options.delay(), ttl));
+    return publishValidated(spec, List.of(payload), options).get(0);
   }
 
-  private List<Long> publishOn(
-      DSLContext on, boolean autoCommit, QueueSpec spec, List<JSONB> validated, Duration delay, Duration ttl) {
-    if (keepAlive.claimRefresh(spec.name())) {
-      refreshKeepAlive(on, spec.name());
-    }
-    List<Long> ids = insertIfQueueExists(on, autoCommit, spec.name(), validated, delay, ttl);
-    if (!ids.isEmpty()) {
-      wakeUp(on, autoCommit, spec.name());
-      return sorted(ids);
-    }
-    if (!spec.autoDeleted()) {
-      keepAlive.forget(spec.name());
-      throw new QueueNotFoundException(spec.name());
-    }
-    ids = QueueStatements.healAndInsertItems(on, spec, validated, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
-    keepAlive.refreshed(spec.name());
-    log.info("re-created auto-deleted queue \"{}\" on publish (it had been reaped)", spec.name());
-    wakeUp(on, autoCommit, spec.name());
-    return sorted(ids);
+  private List<Long> publishValidated(QueueSpec spec, List<JSONB> validated, PublishOptions options) {
+    long start = System.nanoTime();
+    List<Long> ids = store(spec, validated, options);
+    events().published(spec.name(), ids.size(), System.nanoTime() - start);
+    return ids;
   }
 
-  /**
-   * The fast path: inserts into an existing queue, or returns no ids if the queue is missing. The statement depends on
-   * the connection: in autocommit the plain insert (whose 23503 aborts nothing else), inside a transaction one that
-   * cannot raise 23503 at all.
-   */
-  private static List<Long> insertIfQueueExists(
-      DSLContext on, boolean autoCommit, String queue, List<JSONB> validated, Duration delay, Duration ttl) {
-    if (!autoCommit) {
-      return QueueStatements.insertItemsIfQueueExists(on, queue, validated, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
-    }
-    try {
-      return QueueStatements.insertItems(on, queue, validated, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
-    } catch (DataAccessException e) {
-      if (QueueStatements.isMissingQueue(e)) {
-        return List.of();
-      }
-      throw e;
-    }
-  }
-
-  /**
-   * Sends the (coalesced) wake-up after the insert. In autocommit the messages are already committed, and a wake-up
-   * only shortens latency (subscribers poll), so its failure is logged, not thrown: throwing would report a committed
-   * publish as failed, and a caller retrying it would publish it twice. Inside the caller's transaction the failure
-   * is thrown, since that transaction is lost.
-   */
-  private void wakeUp(DSLContext on, boolean autoCommit, String queue) {
-    try {
-      wakeups.published(on, queue);
-    } catch (RuntimeException e) {
-      if (!autoCommit) {
-        throw e;
-      }
-      log.warn("published to \"{}\" (committed), but its wake-up notification failed ({}); subscribers find the"
-          + " messages by polling", queue, e.toString());
-    }
-  }
-
-  // Before the insert, so that if it fails no message has been committed behind the caller's back (autocommit).
-  private void refreshKeepAlive(DSLContext on, String queue) {
-    try {
-      QueueStatements.refreshIfStale(on, queue, config.keepAliveInterval());
-    } catch (RuntimeException e) {
-      keepAlive.forget(queue);
-      throw e;
-    }
+  private List<Long> store(QueueSpec spec, List<JSONB> validated, PublishOptions options) {
+    Duration ttl = requireValid(spec, options);
+    return publisher.publish(ctx, spec, validated, options.delay(), ttl);
   }
 
   /**
@@ -295,12 +273,18 @@ public final class MessageQueueRepository {
     if (max < 1 || max > MAX_BATCH_SIZE) {
       throw new IllegalArgumentException("max must be in [1, " + MAX_BATCH_SIZE + "], was " + max);
     }
+    long start = System.nanoTime();
     List<ClaimedMessage> claimed = new ArrayList<>();
     for (var row : QueueStatements.claim(ctx, queueName, max, lease)) {
       claimed.add(new ClaimedMessage(row.value1(), row.value2(), row.value3(), row.value4(),
           row.value5() == MessageQueueItemStatus.ASSIGNED));
     }
     claimed.sort(Comparator.comparingLong(ClaimedMessage::id));
+    long redelivered = claimed.stream().filter(ClaimedMessage::redelivered).count();
+    if (redelivered > 0) {
+      events().redelivered(queueName, (int) redelivered);
+    }
+    events().claimed(queueName, claimed.size(), System.nanoTime() - start);
     return claimed;
   }
 
@@ -316,7 +300,11 @@ public final class MessageQueueRepository {
     if (messages.isEmpty()) {
       return List.of();
     }
-    return sorted(QueueStatements.ack(ctx, messages));
+    long start = System.nanoTime();
+    List<Long> acked = new ArrayList<>(QueueStatements.ack(ctx, messages));
+    Collections.sort(acked);
+    reportAcked(messages, acked, System.nanoTime() - start);
+    return acked;
   }
 
   /** Acks one claimed message. @return whether it was deleted (see {@link #ack(Collection)}) */
@@ -333,12 +321,21 @@ public final class MessageQueueRepository {
   public boolean nack(ClaimedMessage message, Duration delay) {
     Arguments.requireNonNull(message, "message");
     Arguments.requireWithin(delay, "delay", Duration.ZERO, MsgQueueConfig.MAX_MESSAGE_LIFETIME);
-    return QueueStatements.nack(ctx, message, delay) > 0;
+    boolean released = QueueStatements.nack(ctx, message, delay) > 0;
+    if (released) {
+      events().nacked(message.queueName());
+    }
+    return released;
   }
 
   /** Batched release of claimed, unstarted messages; see {@link QueueStatements#release}. @return the ids released */
   List<Long> release(Collection<ClaimedMessage> messages) {
-    return messages.isEmpty() ? List.of() : sorted(QueueStatements.release(ctx, messages));
+    if (messages.isEmpty()) {
+      return List.of();
+    }
+    List<Long> released = new ArrayList<>(QueueStatements.release(ctx, messages));
+    Collections.sort(released);
+    return released;
   }
 
   /** Whether the queue row exists, read without taking or waiting for any lock. */
@@ -357,7 +354,7 @@ public final class MessageQueueRepository {
       QueueStatements.limitLockWaits(tx.dsl(), lockTimeout);
       QueueStatements.bind(tx.dsl(), spec);
     });
-    keepAlive.refreshed(spec.name());
+    publisher.keptAlive(spec.name());
   }
 
   /**
@@ -373,9 +370,7 @@ public final class MessageQueueRepository {
    *     SQL
    */
   public Optional<ClaimedMessage> extendLease(ClaimedMessage message, Duration lease) {
-    if (message == null) {
-      throw new IllegalArgumentException("message is null");
-    }
+    Arguments.requireNonNull(message, "message");
     requireValidLease(lease);
     return RetryStatements.extendLease(ctx, message, lease).map(message::withReceiptDeadline);
   }
@@ -422,15 +417,18 @@ public final class MessageQueueRepository {
    *     already, before any SQL
    */
   public FailureOutcome fail(ClaimedMessage message, Throwable error, RetryPolicy policy) {
-    if (message == null || error == null || policy == null) {
-      throw new IllegalArgumentException("message, error and policy are required, got " + message + ", " + error
-          + ", " + policy);
-    }
+    Arguments.requireNonNull(message, "message");
+    Arguments.requireNonNull(error, "error");
+    Arguments.requireNonNull(policy, "policy");
     if (message.queueName().equals(policy.deadLetterQueue())) {
       throw new IllegalArgumentException("message " + message.id() + " is in the dead-letter queue \""
           + policy.deadLetterQueue() + "\" already: a dead-letter queue's consumer needs a policy naming another one");
     }
-    return Retries.fail(ctx, message, error, policy);
+    FailureOutcome outcome = Retries.fail(ctx, message, error, policy);
+    if (outcome == FailureOutcome.DEAD_LETTERED) {
+      events().deadLettered(message.queueName(), 1);
+    }
+    return outcome;
   }
 
   /**
@@ -448,7 +446,11 @@ public final class MessageQueueRepository {
   List<ClaimedMessage> countRedeliveries(List<ClaimedMessage> claimed, RetryPolicy policy) {
     Objects.requireNonNull(claimed, "claimed");
     Objects.requireNonNull(policy, "policy");
-    return Retries.countRedeliveries(ctx, claimed, policy);
+    List<ClaimedMessage> toHandle = Retries.countRedeliveries(ctx, claimed, policy);
+    if (toHandle.size() < claimed.size()) {
+      events().deadLettered(claimed.get(0).queueName(), claimed.size() - toHandle.size());
+    }
+    return toHandle;
   }
 
   /**
@@ -506,7 +508,7 @@ public final class MessageQueueRepository {
   public void bindQueue(QueueSpec spec) {
     Arguments.requireNonNull(spec, "spec");
     QueueStatements.bind(ctx, spec);
-    keepAlive.refreshed(spec.name());
+    publisher.keptAlive(spec.name());
   }
 
   /**
@@ -517,9 +519,9 @@ public final class MessageQueueRepository {
    */
   public boolean touch(String queueName) {
     QueueSpec.requireValidName(queueName);
-    boolean written = QueueStatements.refresh(ctx, queueName) > 0;
+    boolean written = QueueStatements.touch(ctx, queueName) > 0;
     if (written) {
-      keepAlive.refreshed(queueName);
+      publisher.keptAlive(queueName);
     }
     return written;
   }
@@ -534,7 +536,8 @@ public final class MessageQueueRepository {
    */
   public List<String> reapIdleQueues() {
     List<String> reaped = reaper.reap();
-    reaped.forEach(keepAlive::forget);
+    events().reaped(reaped.size());
+    reaped.forEach(publisher::forget);
     return reaped;
   }
 
@@ -547,7 +550,9 @@ public final class MessageQueueRepository {
    * @return how many messages it deleted
    */
   public int deleteExpiredMessages() {
-    return cleanup.deleteExpired();
+    int deleted = cleanup.deleteExpired();
+    events().expiredDeleted(deleted);
+    return deleted;
   }
 
   /**
@@ -574,20 +579,30 @@ public final class MessageQueueRepository {
 
   /** How many queues' keep-alive deadlines this repository currently remembers (bounded by the config). */
   int trackedQueues() {
-    return keepAlive.trackedQueues();
+    return publisher.trackedQueues();
+  }
+
+  /** Reports an ack per queue (an ack's messages usually share one), its duration with the first message's queue. */
+  private void reportAcked(Collection<ClaimedMessage> messages, List<Long> acked, long nanos) {
+    String first = messages.iterator().next().queueName();
+    if (messages.stream().allMatch(m -> m.queueName().equals(first))) {
+      events().acked(first, acked.size(), nanos);
+      return;
+    }
+    Set<Long> ackedIds = new HashSet<>(acked);
+    Map<String, Integer> perQueue = new HashMap<>();
+    for (ClaimedMessage message : messages) {
+      if (ackedIds.remove(message.id())) {
+        perQueue.merge(message.queueName(), 1, Integer::sum);
+      }
+    }
+    perQueue.forEach((queue, count) -> events().acked(queue, count, queue.equals(first) ? nanos : 0));
   }
 
   private Duration requireValid(QueueSpec spec, PublishOptions options) {
     Arguments.requireNonNull(spec, "queue spec");
     Arguments.requireNonNull(options, "publish options");
     return options.effectiveTtl(config);
-  }
-
-  private static List<Long> sorted(List<Long> ids) {
-    // Identity values are drawn in insertion order, which follows the payloads' order (ORDER BY ordinal).
-    List<Long> copy = new ArrayList<>(ids);
-    Collections.sort(copy);
-    return copy;
   }
 
   /**

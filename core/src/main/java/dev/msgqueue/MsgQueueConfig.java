@@ -32,6 +32,10 @@ import java.time.Duration;
  * @param wakeupWindow the coalescing window of those notifications: at most one per queue per window per repository
  *     (share one repository per service). Subscribers also re-claim once this long after a wake-up, to pick up the
  *     messages whose notification was coalesced away. Positive, at most {@link #MAX_WAKEUP_WINDOW}.
+ * @param publishCoalescing whether concurrent single-message publishes in autocommit to the same queue (same spec,
+ *     delay and TTL) from different threads of one repository are combined into one statement and one commit (group
+ *     commit): a publish that finds none in flight goes out at once; those arriving meanwhile go out together next.
+ *     Publishes in a caller's transaction are never combined.
  */
 public record MsgQueueConfig(
     Duration keepAliveInterval,
@@ -44,7 +48,8 @@ public record MsgQueueConfig(
     Duration statementTimeout,
     Duration lockTimeout,
     boolean wakeupNotifications,
-    Duration wakeupWindow) {
+    Duration wakeupWindow,
+    boolean publishCoalescing) {
 
   /** The largest payload this library accepts at all: PostgreSQL's jsonb limit is far above, but memory is not. */
   public static final int PAYLOAD_BYTES_CEILING = 64 * 1024 * 1024;
@@ -118,6 +123,7 @@ public record MsgQueueConfig(
     private Duration lockTimeout = Duration.ofSeconds(5);
     private boolean wakeupNotifications = true;
     private Duration wakeupWindow = Wakeups.defaultWindow();
+    private boolean publishCoalescing = true;
 
     private Builder() { }
 
@@ -183,6 +189,11 @@ public record MsgQueueConfig(
       return this;
     }
 
+    public Builder publishCoalescing(boolean value) {
+      this.publishCoalescing = value;
+      return this;
+    }
+
     /**
      * Checks the values against each other (each one was checked when set).
      *
@@ -191,7 +202,7 @@ public record MsgQueueConfig(
     public MsgQueueConfig build() {
       return new MsgQueueConfig(keepAliveInterval, reapIdleThreshold, reapBatchSize, cleanupBatchSize,
           defaultMessageTtl, maxPayloadBytes, maxTrackedQueues, statementTimeout, lockTimeout, wakeupNotifications,
-          wakeupWindow);
+          wakeupWindow, publishCoalescing);
     }
   }
 }

@@ -12,7 +12,7 @@ import static org.jooq.impl.DSL.select;
 import static org.jooq.impl.DSL.table;
 import static org.jooq.impl.DSL.noCondition;
 import static org.jooq.impl.DSL.val;
-import static org.jooq.impl.DSL.values;
+import static org.jooq.impl.DSL.unnest;
 
 import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
 import dev.msgqueue.jooq.tables.MessageQueue;
@@ -52,9 +52,10 @@ import org.jooq.types.DayToSecond;
  *   <li>{@link #insertItems} (autocommit) and {@link #insertItemsIfQueueExists} (in a caller's transaction): FOR KEY
  *       SHARE on the queue row, the lock the foreign-key check takes. KEY SHARE conflicts only with FOR UPDATE (a
  *       delete), so publishers never block each other, nor the keep-alive write.
- *   <li>{@link #refreshIfStale}: FOR NO KEY UPDATE on the queue row, SKIP LOCKED: compatible with publishers' KEY
+ *   <li>{@link #touchIfStale}: FOR NO KEY UPDATE on the queue row, SKIP LOCKED: compatible with publishers' KEY
  *       SHARE, and it never waits for another keep-alive writer or for the reaper.
- *   <li>{@link #healAndInsertItems} and {@link #bind}: an upsert, NO KEY UPDATE on an existing row.
+ *   <li>{@link #healAndInsertItems}, {@link #createOrTouch} and {@link #bind}: an upsert, NO KEY UPDATE on an existing
+ *       row.
  *   <li>The maintenance jobs' statements, with their locks, are in {@link IdleQueueReaper} and
  *       {@link ExpiredMessageCleanup}.
  *   <li>{@link #claim}: FOR UPDATE SKIP LOCKED on the claimed item rows only, so competing consumers never wait for
@@ -73,7 +74,7 @@ import org.jooq.types.DayToSecond;
 final class QueueStatements {
   private static final MessageQueue Q = MESSAGE_QUEUE;
   private static final MessageQueueItem I = MESSAGE_QUEUE_ITEM;
-  private static final Field<Integer> ORDINAL = field(name("v", "ordinal"), SQLDataType.INTEGER);
+  private static final Field<Long> ORDINAL = field(name("v", "ordinal"), SQLDataType.BIGINT);
   private static final Field<JSONB> PAYLOAD = field(name("v", "payload"), SQLDataType.JSONB);
   private static final String CLAIMED = "claimed";
   private static final Field<Long> CLAIMED_ID = field(name(CLAIMED, "id"), SQLDataType.BIGINT);
@@ -105,22 +106,24 @@ final class QueueStatements {
   }
 
   /**
-   * The publish fast path outside a transaction (autocommit): a plain multi-row insert, the cheapest statement there
-   * is. Its foreign-key check takes KEY SHARE on the queue row; if the queue is missing (or a concurrent reaper
+   * The publish fast path outside a transaction (autocommit): a plain insert of the payloads, the cheapest statement
+   * there is. Its foreign-key check takes KEY SHARE on the queue row; if the queue is missing (or a concurrent reaper
    * deletes it while the check waits), it fails with 23503 ({@link #isMissingQueue}), which in autocommit aborts
    * nothing but this statement.
    */
   static InsertResultStep<MessageQueueItemRecord> insertItems(
       DSLContext ctx, String queue, List<JSONB> payloads, Duration delay, Duration ttl) {
-    var insert = ctx.insertInto(I, I.PAYLOAD, I.READ_AFTER, I.EXPIRES_AT, I.QUEUE_ID);
-    Field<LocalDateTime> readAfter = utcNowPlus(delay);
-    Field<LocalDateTime> expiresAt = utcNowPlus(ttl);
-    Field<String> queueName = val(queue);
-    var values = insert.values(val(payloads.get(0)), readAfter, expiresAt, queueName);
-    for (int i = 1; i < payloads.size(); i++) {
-      values = values.values(val(payloads.get(i)), readAfter, expiresAt, queueName);
+    if (payloads.size() == 1) {
+      // One message (an uncoalesced publish): a one-row VALUES is cheaper to render, bind and plan than unnest.
+      return ctx.insertInto(I, I.PAYLOAD, I.READ_AFTER, I.EXPIRES_AT, I.QUEUE_ID)
+          .values(val(payloads.get(0)), utcNowPlus(delay), utcNowPlus(ttl), val(queue))
+          .returning(I.ID);
     }
-    return values.returning(I.ID);
+    return ctx.insertInto(I, I.PAYLOAD, I.READ_AFTER, I.EXPIRES_AT, I.QUEUE_ID)
+        .select(select(PAYLOAD, utcNowPlus(delay), utcNowPlus(ttl), val(queue))
+            .from(payloadRows(payloads))
+            .orderBy(ORDINAL))
+        .returning(I.ID);
   }
 
   /** Whether {@code failure} is the foreign-key violation of an item whose queue row does not exist. */
@@ -136,7 +139,7 @@ final class QueueStatements {
    */
   static InsertResultStep<MessageQueueItemRecord> insertItemsIfQueueExists(
       DSLContext ctx, String queue, List<JSONB> payloads, Duration delay, Duration ttl) {
-    Table<Record2<Integer, JSONB>> rows = payloadRows(payloads);
+    Table<?> rows = payloadRows(payloads);
     return ctx.insertInto(I, I.PAYLOAD, I.READ_AFTER, I.EXPIRES_AT, I.QUEUE_ID)
         .select(select(PAYLOAD, utcNowPlus(delay), utcNowPlus(ttl), Q.NAME)
             .from(Q)
@@ -151,7 +154,7 @@ final class QueueStatements {
   /**
    * The heal path: re-creates a reaped auto-deleted queue with the publisher's attributes and inserts the payloads,
    * in one statement, so no reaper can run between the two. A concurrent healer's row wins (its attributes stay) and
-   * only {@code "lastActive"} is refreshed.
+   * only {@code "lastActive"} is written.
    */
   static InsertResultStep<MessageQueueItemRecord> healAndInsertItems(
       DSLContext ctx, QueueSpec spec, List<JSONB> payloads, Duration delay, Duration ttl) {
@@ -165,6 +168,15 @@ final class QueueStatements {
             .crossJoin(payloadRows(payloads))
             .orderBy(ORDINAL))
         .returning(I.ID);
+  }
+
+  /**
+   * Creates the queue with {@code spec}'s attributes, or, if it exists, only writes its {@code "lastActive"}: the heal
+   * of a publish in a caller's transaction, run in autocommit on the repository's own connection. An upsert, NO KEY
+   * UPDATE on an existing row for the statement's duration.
+   */
+  static int createOrTouch(DSLContext ctx, QueueSpec spec) {
+    return upsertQueue(ctx, spec, false).execute();
   }
 
   /** Creates the queue, or updates all its attributes, and sets {@code "lastActive"}. */
@@ -201,16 +213,16 @@ final class QueueStatements {
    *
    * @return 1 if it wrote the row, else 0
    */
-  static int refreshIfStale(DSLContext ctx, String queue, Duration maxAge) {
-    return refresh(ctx, queue, row -> row.LAST_ACTIVE.isNull().or(row.LAST_ACTIVE.lt(utcNowMinus(maxAge))));
+  static int touchIfStale(DSLContext ctx, String queue, Duration maxAge) {
+    return touch(ctx, queue, row -> row.LAST_ACTIVE.isNull().or(row.LAST_ACTIVE.lt(utcNowMinus(maxAge))));
   }
 
-  /** Like {@link #refreshIfStale} whatever the row's age: a consumer's explicit keep-alive. */
-  static int refresh(DSLContext ctx, String queue) {
-    return refresh(ctx, queue, row -> noCondition());
+  /** Like {@link #touchIfStale} whatever the row's age: a consumer's explicit keep-alive. */
+  static int touch(DSLContext ctx, String queue) {
+    return touch(ctx, queue, row -> noCondition());
   }
 
-  private static int refresh(DSLContext ctx, String queue, Function<MessageQueue, Condition> due) {
+  private static int touch(DSLContext ctx, String queue, Function<MessageQueue, Condition> due) {
     MessageQueue locked = Q.as("locked");
     return ctx.update(Q)
         .set(Q.LAST_ACTIVE, utcNow())
@@ -372,13 +384,12 @@ final class QueueStatements {
     ctx.select(function("pg_notify", SQLDataType.OTHER, inline(Wakeups.CHANNEL), val(queue))).execute();
   }
 
-  private static Table<Record2<Integer, JSONB>> payloadRows(List<JSONB> payloads) {
-    List<Row2<Integer, JSONB>> rows = new ArrayList<>(payloads.size());
-    for (int i = 0; i < payloads.size(); i++) {
-      rows.add(row(i, payloads.get(i)));
-    }
-    @SuppressWarnings("unchecked")
-    Row2<Integer, JSONB>[] array = rows.toArray(new Row2[0]);
-    return values(array).as("v", ORDINAL.getName(), PAYLOAD.getName());
+  /**
+   * The payloads as rows {@code (payload, ordinal)}: {@code unnest(?::jsonb[]) WITH ORDINALITY}, one array bind
+   * for all of them (a multi-row VALUES costs a bind and its parsing per row, several times the client CPU).
+   */
+  private static Table<?> payloadRows(List<JSONB> payloads) {
+    Field<JSONB[]> array = val(payloads.toArray(new JSONB[0]), SQLDataType.JSONB.getArrayDataType());
+    return unnest(array).withOrdinality().as("v", PAYLOAD.getName(), ORDINAL.getName());
   }
 }

@@ -90,19 +90,10 @@ final class Retries {
 
   /** Validates a batch of claimed messages before any SQL. */
   static void requireMessages(Collection<ClaimedMessage> messages) {
-    if (messages == null) {
-      throw new IllegalArgumentException("messages is null");
-    }
+    Arguments.requireNoNulls(messages, "messages");
     if (messages.size() > MessageQueueRepository.MAX_BATCH_SIZE) {
       throw new IllegalArgumentException("a batch holds at most " + MessageQueueRepository.MAX_BATCH_SIZE
           + " messages, was " + messages.size());
-    }
-    int i = 0;
-    for (ClaimedMessage message : messages) {
-      if (message == null) {
-        throw new IllegalArgumentException("message " + i + " is null");
-      }
-      i++;
     }
   }
 

@@ -1,7 +1,6 @@
 package dev.msgqueue;
 
 import java.time.Duration;
-import java.util.Objects;
 import java.util.function.DoubleSupplier;
 
 /**
@@ -41,9 +40,9 @@ public record RetryPolicy(
   public static final double MAX_MULTIPLIER = 100.0;
 
   public RetryPolicy {
-    Objects.requireNonNull(initialBackoff, "initialBackoff");
-    Objects.requireNonNull(maxBackoff, "maxBackoff");
-    Objects.requireNonNull(deadLetterTtl, "deadLetterTtl");
+    Arguments.requireNonNull(initialBackoff, "initialBackoff");
+    Arguments.requireNonNull(maxBackoff, "maxBackoff");
+    Arguments.requireNonNull(deadLetterTtl, "deadLetterTtl");
     if (maxBackoff.isNegative() || maxBackoff.compareTo(MsgQueueConfig.MAX_MESSAGE_LIFETIME) > 0) {
       throw new IllegalArgumentException(
           "maxBackoff must be in [0, " + MsgQueueConfig.MAX_MESSAGE_LIFETIME + "], was " + maxBackoff);
@@ -62,15 +61,19 @@ public record RetryPolicy(
       throw new IllegalArgumentException(
           "maxDeliveries must be in [1, " + MAX_DELIVERIES_CEILING + "], was " + maxDeliveries);
     }
-    try {
-      QueueSpec.requireValidName(deadLetterQueue);
-    } catch (IllegalArgumentException e) {
-      throw new IllegalArgumentException("deadLetterQueue: " + e.getMessage(), e);
-    }
+    requireValidDeadLetterQueue(deadLetterQueue);
     if (deadLetterTtl.isNegative() || deadLetterTtl.isZero()
         || deadLetterTtl.compareTo(MsgQueueConfig.MAX_MESSAGE_LIFETIME) > 0) {
       throw new IllegalArgumentException("deadLetterTtl must be positive and at most "
           + MsgQueueConfig.MAX_MESSAGE_LIFETIME + ", was " + deadLetterTtl);
+    }
+  }
+
+  private static String requireValidDeadLetterQueue(String name) {
+    try {
+      return QueueSpec.requireValidName(name);
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException("deadLetterQueue: " + e.getMessage(), e);
     }
   }
 
@@ -121,11 +124,11 @@ public record RetryPolicy(
     private Duration deadLetterTtl = Duration.ofDays(14);
 
     private Builder(String deadLetterQueue) {
-      this.deadLetterQueue = deadLetterQueue;
+      this.deadLetterQueue = requireValidDeadLetterQueue(deadLetterQueue);
     }
 
     public Builder initialBackoff(Duration value) {
-      this.initialBackoff = value;
+      this.initialBackoff = Arguments.requireNonNull(value, "initialBackoff");
       return this;
     }
 
@@ -135,7 +138,7 @@ public record RetryPolicy(
     }
 
     public Builder maxBackoff(Duration value) {
-      this.maxBackoff = value;
+      this.maxBackoff = Arguments.requireNonNull(value, "maxBackoff");
       return this;
     }
 
@@ -150,7 +153,7 @@ public record RetryPolicy(
     }
 
     public Builder deadLetterTtl(Duration value) {
-      this.deadLetterTtl = value;
+      this.deadLetterTtl = Arguments.requireNonNull(value, "deadLetterTtl");
       return this;
     }
 

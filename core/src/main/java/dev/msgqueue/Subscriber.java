@@ -393,6 +393,7 @@ public final class Subscriber implements AutoCloseable {
       try {
         handler.handle(entry.receipt);
       } catch (Exception | Error e) {
+        repository.events().handled(queue.name(), System.nanoTime() - entry.startedNanos, true);
         failed.incrementAndGet();
         entry.done = true;
         ClaimedMessage message = entry.receipt;
@@ -416,6 +417,7 @@ public final class Subscriber implements AutoCloseable {
         }
         return;
       }
+      repository.events().handled(queue.name(), System.nanoTime() - entry.startedNanos, false);
       entry.done = true;
       finished.add(entry);
       int pending = finishedCount.incrementAndGet();

@@ -13,7 +13,7 @@ import org.jooq.JSONB;
  * {@link MessageQueueRepository#deleteExpiredMessages()}) runs its own transactions and is not offered here.
  *
  * <p>Obtain one with {@link MessageQueueRepository#inTransaction(org.jooq.DSLContext)}; it is as cheap as the
- * context it wraps, so take one per transaction. It shares the repository's configuration, keep-alive bookkeeping and
+ * context it wraps, so take one per transaction. It shares the repository's configuration, keep-alive throttle and
  * wake-up coalescing. Each method has the contract of the repository method of the same name.
  */
 public final class TransactionalQueue {

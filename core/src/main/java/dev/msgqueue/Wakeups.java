@@ -17,21 +17,21 @@ final class Wakeups {
   /** The one channel all wake-ups use; the payload is the queue name. */
   static final String CHANNEL = "msgqueue_wakeup";
 
-  // At most one claimRefresh() == true per queue per window: the same bounded throttle as the keep-alive.
-  private final KeepAliveTracker throttle;
+  // One notification per queue per window: the same bounded throttle as the keep-alive.
+  private final IntervalThrottle throttle;
 
-  private Wakeups(KeepAliveTracker throttle) {
+  private Wakeups(IntervalThrottle throttle) {
     this.throttle = throttle;
   }
 
   static Wakeups from(MsgQueueConfig config) {
     return new Wakeups(config.wakeupNotifications()
-        ? new KeepAliveTracker(config.wakeupWindow(), config.maxTrackedQueues()) : null);
+        ? new IntervalThrottle(config.wakeupWindow(), config.maxTrackedQueues()) : null);
   }
 
   /** Called after messages were inserted into {@code queue} through {@code ctx}. */
   void published(DSLContext ctx, String queue) {
-    if (throttle != null && throttle.claimRefresh(queue)) {
+    if (throttle != null && throttle.tryPass(queue)) {
       QueueStatements.notifyWakeup(ctx, queue);
     }
   }

@@ -51,11 +51,11 @@ class ConfigurationBoundsTest {
   @Test
   void theCanonicalConstructorChecksTheSameBounds() {
     assertThatThrownBy(() -> new MsgQueueConfig(HUGE, HUGE, 100, 1_000, Duration.ofMinutes(5), 1 << 20, 10_000,
-        Duration.ofSeconds(30), Duration.ofSeconds(5), true, Duration.ofMillis(50)))
+        Duration.ofSeconds(30), Duration.ofSeconds(5), true, Duration.ofMillis(50), true))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("keepAliveInterval");
     assertThatThrownBy(() -> new MsgQueueConfig(Duration.ofMinutes(5), Duration.ofHours(1), 100, 1_000,
         Duration.ofMinutes(5), 1 << 20, 10_000, Duration.ofSeconds(30), Duration.ofSeconds(5), true,
-        YEAR.multipliedBy(300))).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("wakeupWindow");
+        YEAR.multipliedBy(300), true)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("wakeupWindow");
   }
 
   @Test

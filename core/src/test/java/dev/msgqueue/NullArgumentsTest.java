@@ -8,6 +8,8 @@ import java.lang.reflect.Executable;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.sql.SQLException;
 import java.time.Duration;
 import java.time.LocalDateTime;
@@ -19,6 +21,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.UUID;
+import java.util.stream.Stream;
 import javax.sql.DataSource;
 import org.jooq.DSLContext;
 import org.jooq.JSONB;
@@ -36,19 +39,25 @@ import org.postgresql.ds.PGSimpleDataSource;
  * nullable parameters are those whose Javadoc gives null a meaning, listed in {@link #NULLABLE}.
  */
 class NullArgumentsTest {
-  private static final List<Class<?>> PUBLIC_API = List.of(MessageQueueRepository.class, TransactionalQueue.class,
-      QueueSpec.class, PublishOptions.class, MsgQueueConfig.class, MsgQueueConfig.Builder.class, Subscriber.class,
-      Subscriber.Builder.class, WakeupListener.class, ClaimedMessage.class);
+  /**
+   * Public types that take no input: exceptions (their message is Java's business), interfaces the caller implements,
+   * and the values msgqueue returns (their constructors are not entry points).
+   */
+  private static final Set<Class<?>> NOT_ENTRY_POINTS = Set.of(QueueStatistics.class, HousekeepingRun.class,
+      HousekeepingRun.Outcome.class, FailureOutcome.class, DeadLetter.class, MessageHandler.class,
+      WakeupListener.ConnectionFactory.class);
   /** "Class.method#index": null means "the default" there. */
   private static final Set<String> NULLABLE = Set.of(
       "PublishOptions.<init>#0", // ttl: the configured default TTL
       "QueueSpec.<init>#4", // exclusiveConsumerId of a queue that is not exclusive
       "Builder.wakeups#0", // no wake-up listener: polling only
-      "PublishOptions.equals#0", "QueueSpec.equals#0", "MsgQueueConfig.equals#0");
+      "PublishOptions.equals#0", "QueueSpec.equals#0", "MsgQueueConfig.equals#0", "RetryPolicy.equals#0");
 
   private final DSLContext mock = DSL.using(new MockConnection(ctx -> new MockResult[] {
       new MockResult(1, DSL.using(SQLDialect.POSTGRES).newResult())}), SQLDialect.POSTGRES);
   private final MessageQueueRepository repository = MessageQueueRepository.create(mock, MsgQueueConfig.defaults());
+  private final MessageQueueRepository pooled =
+      MessageQueueRepository.create(new PGSimpleDataSource(), MsgQueueConfig.defaults());
   private final ClaimedMessage claimed = new ClaimedMessage(1, "q", JSONB.valueOf("{}"), LocalDateTime.now());
   private final Subscriber subscriber =
       Subscriber.builder(repository, QueueSpec.durable("q"), m -> { }).pollInterval(Duration.ofHours(1)).start();
@@ -75,10 +84,13 @@ class NullArgumentsTest {
     instances.put(Subscriber.Builder.class, Subscriber.builder(repository, QueueSpec.durable("q"), m -> { }));
     instances.put(WakeupListener.class, listener);
     instances.put(ClaimedMessage.class, claimed);
+    instances.put(Housekeeper.Builder.class, Housekeeper.builder(pooled));
+    instances.put(RetryPolicy.class, RetryPolicy.defaults("q-dlq"));
+    instances.put(RetryPolicy.Builder.class, RetryPolicy.builder("q-dlq"));
 
     List<String> checked = new ArrayList<>();
     List<String> wrong = new ArrayList<>();
-    for (Class<?> type : PUBLIC_API) {
+    for (Class<?> type : publicApi()) {
       List<Executable> entryPoints = new ArrayList<>(Arrays.asList(type.getConstructors()));
       entryPoints.addAll(Arrays.stream(type.getMethods()).filter(m -> m.getDeclaringClass() == type).toList());
       for (Executable entryPoint : entryPoints) {
@@ -103,7 +115,10 @@ class NullArgumentsTest {
     // The reflection did find the entry points the rule is about.
     assertThat(checked).contains("PublishOptions.withTtl#0", "QueueSpec.exclusive#1", "MessageQueueRepository.ack#0",
         "MessageQueueRepository.nack#1", "TransactionalQueue.publish#1", "Subscriber.close#0", "Builder.lease#0",
-        "WakeupListener.start#0", "MessageQueueRepository.create#0", "MsgQueueConfig.<init>#0");
+        "WakeupListener.start#0", "MessageQueueRepository.create#0", "MsgQueueConfig.<init>#0",
+        "Housekeeper.builder#0", "MessageQueueRepository.queueStatistics#0",
+        "MessageQueueRepository.fail#1", "TransactionalQueue.extendLeases#0", "RetryPolicy.<init>#5",
+        "Builder.deadLetterTtl#0");
     assertThat(checked).hasSizeGreaterThan(60);
   }
 
@@ -113,6 +128,27 @@ class NullArgumentsTest {
         .hasMessageContaining("index 1");
     assertThatThrownBy(() -> repository.publishBatch(QueueSpec.durable("q"), Arrays.asList("{}", null)))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("payload 1");
+  }
+
+  /** Every public class and public nested class of the package, found in the compiled classes. */
+  private static List<Class<?>> publicApi() throws Exception {
+    Path classes = Path.of(MessageQueueRepository.class.getProtectionDomain().getCodeSource().getLocation().toURI())
+        .resolve("dev/msgqueue");
+    List<Class<?>> api = new ArrayList<>();
+    try (Stream<Path> files = Files.list(classes)) {
+      for (Path file : files.filter(f -> f.toString().endsWith(".class")).sorted().toList()) {
+        String name = file.getFileName().toString();
+        Class<?> type = Class.forName("dev.msgqueue." + name.substring(0, name.length() - ".class".length()));
+        boolean isPublic = Modifier.isPublic(type.getModifiers())
+            && (type.getEnclosingClass() == null || Modifier.isPublic(type.getEnclosingClass().getModifiers()));
+        if (isPublic && !type.isAnonymousClass() && !Throwable.class.isAssignableFrom(type)
+            && !NOT_ENTRY_POINTS.contains(type)) {
+          api.add(type);
+        }
+      }
+    }
+    assertThat(api).contains(MessageQueueRepository.class, Subscriber.Builder.class, MsgQueueConfig.Builder.class);
+    return api;
   }
 
   /** A record's canonical constructor gets a valid instance's components (its checks relate them); else samples. */
@@ -178,7 +214,8 @@ class NullArgumentsTest {
     } else if (type == MsgQueueConfig.class) {
       return MsgQueueConfig.defaults();
     } else if (type == MessageQueueRepository.class) {
-      return repository;
+      // A pool-backed repository (never connected to here) suits every entry point, the housekeeper's included.
+      return pooled;
     } else if (type == MessageHandler.class) {
       return (MessageHandler) m -> { };
     } else if (type == WakeupListener.ConnectionFactory.class) {
@@ -188,9 +225,9 @@ class NullArgumentsTest {
     } else if (type == WakeupListener.class) {
       return listener;
     } else if (type == Throwable.class) {
-      return new IllegalStateException("sample");
+      return new IllegalStateException("handler failed");
     } else if (type == RetryPolicy.class) {
-      return RetryPolicy.defaults("q-dead-letters");
+      return RetryPolicy.defaults("q-dlq");
     } else if (type == Object.class) {
       return "other";
     }

@@ -63,9 +63,12 @@ class RetryPolicyTest {
     assertInvalid(policy().maxDeliveries(RetryPolicy.MAX_DELIVERIES_CEILING + 1), "maxDeliveries");
     assertInvalid(policy().deadLetterTtl(Duration.ZERO), "deadLetterTtl");
     assertInvalid(policy().deadLetterTtl(Duration.ofDays(366)), "deadLetterTtl");
-    assertInvalid(RetryPolicy.builder(" padded"), "deadLetterQueue");
-    assertInvalid(RetryPolicy.builder(null), "deadLetterQueue");
-    assertThatThrownBy(() -> policy().maxBackoff(null).build()).isInstanceOf(NullPointerException.class);
+    assertThatThrownBy(() -> RetryPolicy.builder(" padded")).isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("deadLetterQueue");
+    assertThatThrownBy(() -> policy().maxBackoff(null)).isInstanceOf(IllegalArgumentException.class)
+        .hasMessage("maxBackoff is null");
+    assertThatThrownBy(() -> RetryPolicy.builder(null)).isInstanceOf(IllegalArgumentException.class)
+        .hasMessageContaining("deadLetterQueue");
 
     RetryPolicy edges = policy().initialBackoff(Duration.ZERO).maxBackoff(Duration.ZERO).multiplier(1).jitter(1)
         .maxDeliveries(1).deadLetterTtl(MsgQueueConfig.MAX_MESSAGE_LIFETIME).build();

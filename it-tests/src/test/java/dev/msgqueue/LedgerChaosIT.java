@@ -12,6 +12,7 @@ import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import com.zaxxer.hikari.metrics.IMetricsTracker;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.it.RestartablePostgres;
 import dev.msgqueue.it.TestDatabase;
 import java.sql.Connection;
 import java.sql.DriverManager;
@@ -25,6 +26,8 @@ import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.function.Consumer;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -83,6 +86,10 @@ class LedgerChaosIT {
   private static final long PHASE_MILLIS = 2_500;
   private static final long DWELL_MILLIS = 1_000;
   private static final int PROBE_PUBLISHER = 99;
+  private static final long RESTART_EVERY_MILLIS = 6_000;
+  private static final long RESTART_DOWN_MILLIS = 500;
+  /** No restart this close to the end of publishing, so every recovery is measured while publishers still run. */
+  private static final long RESTART_QUIET_END_MILLIS = 10_000;
   private static final Pattern TOKEN = Pattern.compile("\"p\": (\\d+), \"s\": (\\d+)");
 
   /** What the publisher knows about a message after its publish call returned or threw. */
@@ -119,6 +126,13 @@ class LedgerChaosIT {
   private final Map<Long, String> unknownStage = new ConcurrentHashMap<>();
   private final AtomicLong[] lastDurableDelivery = {new AtomicLong(), new AtomicLong()};
 
+  /** When a publish last returned ids, and a handler last ran: how the restart fault sees recovery. */
+  private final AtomicLong lastCommitted = new AtomicLong();
+  private final AtomicLong lastDelivered = new AtomicLong();
+  private final List<Recovery> recoveries = new CopyOnWriteArrayList<>();
+  private Duration run = RUN;
+  private volatile long publishEnd;
+  private volatile WakeupListener activeListener;
   private int listenerReconnects; // read after the listener is closed
   private long lastProbePublished;
 
@@ -127,6 +141,36 @@ class LedgerChaosIT {
 
   @Test
   void theLedgerBalancesUnderReapsHealsAndConnectionFaults(TestDatabase db) throws Exception {
+    runLedger(db, RUN, FAULTS ? this::injectFaults : null);
+  }
+
+  /**
+   * The same run on a server the test owns, restarted every {@value #RESTART_EVERY_MILLIS} ms (alternately with
+   * {@code pg_ctl stop -m fast} and {@code -m immediate}, the latter with crash recovery) instead of connection kills.
+   * Nothing is restarted by the test but the server: publishers, subscribers, the LISTEN connection and the
+   * housekeeper must recover by themselves, and the ledger must balance.
+   */
+  @Test
+  void theLedgerBalancesAcrossServerRestarts() throws Exception {
+    Duration restartRun = Duration.ofSeconds(Long.getLong("msgqueue.restart.seconds", 40));
+    try (RestartablePostgres server = RestartablePostgres.start();
+         TestDatabase db = TestDatabase.createMigrated(server.server(), "LedgerRestart")) {
+      runLedger(db, restartRun, ignored -> restartRepeatedly(server));
+    }
+    recoveries.forEach(recovery -> System.out.println("chaos: " + recovery));
+    assertThat(recoveries).as("restarts").hasSizeGreaterThanOrEqualTo(
+        (int) Math.min(3, (restartRun.toMillis() - RESTART_QUIET_END_MILLIS) / RESTART_EVERY_MILLIS));
+    assertThat(recoveries).extracting(Recovery::mode).contains(RestartablePostgres.Shutdown.values());
+    assertThat(recoveries).allSatisfy(recovery -> {
+      assertThat(recovery.publishMillis()).as("publishers recovered after %s", recovery).isNotNegative();
+      assertThat(recovery.deliveryMillis()).as("subscribers recovered after %s", recovery).isNotNegative();
+      assertThat(recovery.listenMillis()).as("the LISTEN connection recovered after %s", recovery).isNotNegative();
+    });
+    assertThat(listenerReconnects).as("LISTEN reconnects").isGreaterThanOrEqualTo(recoveries.size());
+  }
+
+  private void runLedger(TestDatabase db, Duration run, Consumer<TestDatabase> faultInjector) throws Exception {
+    this.run = run;
     MsgQueueConfig config = MsgQueueConfig.builder()
         .keepAliveInterval(KEEP_ALIVE)
         .reapIdleThreshold(REAP_THRESHOLD)
@@ -146,7 +190,7 @@ class LedgerChaosIT {
     WakeupListener listener = null;
     List<Subscriber> durableSubscribers = new ArrayList<>();
     long started = System.nanoTime();
-    long publishEnd = started + RUN.toNanos();
+    publishEnd = started + run.toNanos();
     long drainedAt = 0;
     try {
       MessageQueueRepository publisher = MessageQueueRepository.create(countingHeals(publishPool), config);
@@ -154,6 +198,7 @@ class LedgerChaosIT {
       MessageQueueRepository housekeeper = MessageQueueRepository.create(reaperPool, config);
       durable.forEach(publisher::bindQueue);
       listener = WakeupListener.start(() -> connect(db, "chaos-listener"));
+      activeListener = listener;
 
       for (int d = 0; d < DURABLE_QUEUES; d++) {
         int index = d;
@@ -173,7 +218,7 @@ class LedgerChaosIT {
       }
       threads.add(start("chaos-housekeeper", () -> houseKeep(housekeeper)));
       threads.add(start("chaos-orphan-watch", () -> watchOrphans(db)));
-      Thread faults = FAULTS ? start("chaos-faults", () -> injectFaults(db)) : null;
+      Thread faults = faultInjector != null ? start("chaos-faults", () -> faultInjector.accept(db)) : null;
 
       for (Thread thread : threads.subList(2, 2 + PUBLISHERS)) {
         thread.join(RUN.plusSeconds(120).toMillis());
@@ -209,8 +254,14 @@ class LedgerChaosIT {
       long drainStart = System.nanoTime();
       DSLContext observer = db.dsl();
       while (System.nanoTime() - drainStart < DRAIN_LIMIT.toNanos()) {
-        boolean pendingItems = observer.fetchExists(MESSAGE_QUEUE_ITEM,
-            MESSAGE_QUEUE_ITEM.EXPIRES_AT.gt(QueueStatements.utcNow()));
+        boolean pendingItems;
+        try {
+          pendingItems = observer.fetchExists(MESSAGE_QUEUE_ITEM,
+              MESSAGE_QUEUE_ITEM.EXPIRES_AT.gt(QueueStatements.utcNow()));
+        } catch (DataAccessException e) {
+          Thread.sleep(100); // a pooled connection broken by a restart: the pool replaces it
+          continue;
+        }
         if (unhandledCommitted().isEmpty() && !pendingItems) {
           drainedAt = System.nanoTime();
           break;
@@ -240,7 +291,7 @@ class LedgerChaosIT {
     }
     orphanScan(db.dsl()); // once more, with everything stopped
 
-    report(started, drainedAt);
+    report(started, drainedAt, faultInjector != null);
 
     assertThat(publishFailures).as("publishes that failed other than by a lost connection (23503 included)")
         .isEmpty();
@@ -253,7 +304,7 @@ class LedgerChaosIT {
     assertThat(drainedAt).as("drained within %s", DRAIN_LIMIT).isPositive();
     assertThat(count(Outcome.COMMITTED)).isPositive();
     assertThat(reaps.sum()).as("queues went idle and were reaped").isPositive();
-    if (FAULTS) {
+    if (faultInjector != null) {
       int listenerFaults = faultsByRole.getOrDefault("chaos-listener", new AtomicInteger()).get();
       assertThat(faultsByRole.values().stream().mapToInt(AtomicInteger::get).sum()).as("faults injected")
           .isPositive();
@@ -302,6 +353,7 @@ class LedgerChaosIT {
             assertThat(repository.publish(queue, payload(tokens.get(0)), options)).isPositive();
           }
           outcome = ephemeral ? Outcome.COMMITTED_EPHEMERAL : Outcome.COMMITTED;
+          lastCommitted.set(System.nanoTime());
           if (failedSinceLastSuccess) {
             publisherRecoveries.increment();
             failedSinceLastSuccess = false;
@@ -329,6 +381,7 @@ class LedgerChaosIT {
     return Subscriber.builder(repository, queue, message -> {
           handled.computeIfAbsent(tokenOf(message.payload()), token -> new AtomicInteger()).incrementAndGet();
           deliveries.increment();
+          lastDelivered.set(System.nanoTime());
           onDelivery.run();
         })
         .lease(LEASE)
@@ -398,7 +451,11 @@ class LedgerChaosIT {
   private void watchOrphans(TestDatabase db) {
     DSLContext observer = db.dsl();
     while (consuming) {
-      orphanScan(observer);
+      try {
+        orphanScan(observer);
+      } catch (DataAccessException e) {
+        // the server is restarting: scan again once it is back
+      }
       sleepMillis(100);
     }
   }
@@ -447,6 +504,56 @@ class LedgerChaosIT {
     }
   }
 
+  /**
+   * Restarts the server every {@value #RESTART_EVERY_MILLIS} ms, alternating fast and immediate shutdown, until
+   * {@value #RESTART_QUIET_END_MILLIS} ms before publishing ends; after each restart measures how long publishers,
+   * subscribers and the LISTEN connection took to work again (-1: not within 60 s).
+   */
+  private void restartRepeatedly(RestartablePostgres server) {
+    int restarts = 0;
+    long next = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(RESTART_EVERY_MILLIS);
+    while (publishing && publishEnd - next > TimeUnit.MILLISECONDS.toNanos(RESTART_QUIET_END_MILLIS)) {
+      while (publishing && System.nanoTime() - next < 0) {
+        sleepMillis(20);
+      }
+      if (!publishing) {
+        return;
+      }
+      RestartablePostgres.Shutdown mode = RestartablePostgres.Shutdown.values()[restarts++ % 2];
+      int connectsBefore = activeListener.connects();
+      long stopping = System.nanoTime();
+      server.restart(mode, RESTART_DOWN_MILLIS);
+      long up = System.nanoTime();
+      faultsByRole.computeIfAbsent("server-restart-" + mode, role -> new AtomicInteger()).incrementAndGet();
+      long publish = awaitSince(up, () -> lastCommitted.get() - up > 0);
+      long delivery = awaitSince(up, () -> lastDelivered.get() - up > 0);
+      long listen = awaitSince(up, () -> activeListener.connects() > connectsBefore && activeListener.isListening());
+      recoveries.add(new Recovery(mode, TimeUnit.NANOSECONDS.toMillis(up - stopping), publish, delivery, listen));
+      next += TimeUnit.MILLISECONDS.toNanos(RESTART_EVERY_MILLIS); // a fixed schedule, however long recovery took
+    }
+  }
+
+  /** Milliseconds from {@code since} until {@code condition} holds, or -1 if it does not within 60 s. */
+  private long awaitSince(long since, java.util.function.BooleanSupplier condition) {
+    while (System.nanoTime() - since < TimeUnit.SECONDS.toNanos(60)) {
+      if (condition.getAsBoolean()) {
+        return TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - since);
+      }
+      sleepMillis(5);
+    }
+    return -1;
+  }
+
+  /** One server restart: how long the server was stopping and down, and each actor's time to recover once it was up. */
+  private record Recovery(RestartablePostgres.Shutdown mode, long downMillis, long publishMillis, long deliveryMillis,
+      long listenMillis) {
+    @Override
+    public String toString() {
+      return String.format("restart (%s): server down %d ms; after it was up: first publish %d ms, first delivery"
+          + " %d ms, LISTEN again %d ms", mode, downMillis, publishMillis, deliveryMillis, listenMillis);
+    }
+  }
+
   // --- the ledger ---------------------------------------------------------------------------------------------------
 
   private Set<Long> unhandledCommitted() {
@@ -470,7 +577,7 @@ class LedgerChaosIT {
     return ledger.values().stream().filter(outcome::equals).count();
   }
 
-  private void report(long started, long drainedAt) {
+  private void report(long started, long drainedAt, boolean faultsOn) {
     long handledUnknown = ledger.entrySet().stream()
         .filter(entry -> entry.getValue() == Outcome.UNKNOWN && handled.containsKey(entry.getKey())).count();
     long handledEphemeral = ledger.entrySet().stream()
@@ -485,9 +592,9 @@ class LedgerChaosIT {
     long duplicates = handled.values().stream().mapToLong(times -> Math.max(0, times.get() - 1)).sum();
     Map<String, Integer> faults = new TreeMap<>();
     faultsByRole.forEach((role, n) -> faults.put(role, n.get()));
-    System.out.printf("chaos: %d s publishing (faults %s), drained %s%n", RUN.toSeconds(), FAULTS ? "on" : "off",
+    System.out.printf("chaos: %d s publishing (faults %s), drained %s%n", run.toSeconds(), faultsOn ? "on" : "off",
         drainedAt == 0 ? "NOT within " + DRAIN_LIMIT.toSeconds() + " s"
-            : "after " + TimeUnit.NANOSECONDS.toMillis(drainedAt - started - RUN.toNanos()) + " ms");
+            : "after " + TimeUnit.NANOSECONDS.toMillis(drainedAt - started - run.toNanos()) + " ms");
     System.out.printf("chaos: published %d: committed %d (+%d short-lived), unknown outcome %d, failed %d%n",
         ledger.size(), count(Outcome.COMMITTED), count(Outcome.COMMITTED_EPHEMERAL), count(Outcome.UNKNOWN),
         count(Outcome.FAILED));

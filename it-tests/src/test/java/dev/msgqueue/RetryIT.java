@@ -600,7 +600,7 @@ class RetryIT {
     assertThatThrownBy(() -> offline.extendLease(message, null)).isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> offline.extendLeases(null, LONG_LEASE)).isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> offline.extendLeases(java.util.Arrays.asList(message, null), LONG_LEASE))
-        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("message 1 is null");
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("index 1");
     assertThatThrownBy(() -> offline.extendLeases(
         Collections.nCopies(MessageQueueRepository.MAX_BATCH_SIZE + 1, message), LONG_LEASE))
         .isInstanceOf(IllegalArgumentException.class);

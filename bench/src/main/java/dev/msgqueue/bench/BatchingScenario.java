@@ -39,7 +39,7 @@ final class BatchingScenario implements Scenario {
 
   @Override
   public int steps() {
-    return options.batchSizes().size();
+    return 2 * options.batchSizes().size();
   }
 
   @Override
@@ -62,6 +62,15 @@ final class BatchingScenario implements Scenario {
       measured.add(ClosedLoopCell.run(database, Strategies.msgqueueBatch(message, repository, batchSize), PUBLISHERS,
           options.warmup(), options.cellDuration()));
     }
+    List<ClosedLoopCell.Measurement> copied = new ArrayList<>();
+    for (int batchSize : options.batchSizes()) {
+      context.step(String.format(Locale.ROOT, "batching: COPY of %d", batchSize));
+      database.reset();
+      MessageQueueRepository.create(database.control(), config).bindQueue(message.queue());
+      database.flushStatistics();
+      copied.add(ClosedLoopCell.run(database, Strategies.copyBatch(message, batchSize), PUBLISHERS,
+          options.warmup(), options.cellDuration()));
+    }
     double single = Double.NaN;
     for (int i = 0; i < measured.size(); i++) {
       if (options.batchSizes().get(i) == 1) {
@@ -75,7 +84,14 @@ final class BatchingScenario implements Scenario {
           m.messagesPerSecond(), m.latency().p50Micros() / 1000, m.latency().p99Micros() / 1000,
           m.walBytesPerMessage(), m.messagesPerSecond() / single, m.failures(), m.firstFailure()));
     }
-    return new BatchingResult(PUBLISHERS, rows);
+    List<Row> copyRows = new ArrayList<>();
+    for (int i = 0; i < copied.size(); i++) {
+      ClosedLoopCell.Measurement m = copied.get(i);
+      copyRows.add(new Row(options.batchSizes().get(i), m.windowSeconds(), m.calls(), m.messages(),
+          m.callsPerSecond(), m.messagesPerSecond(), m.latency().p50Micros() / 1000, m.latency().p99Micros() / 1000,
+          m.walBytesPerMessage(), m.messagesPerSecond() / single, m.failures(), m.firstFailure()));
+    }
+    return new BatchingResult(PUBLISHERS, rows, copyRows);
   }
 
   /** @param speedupOverSingle messages/s relative to batch size 1 (NaN when 1 was not measured) */
@@ -93,35 +109,58 @@ final class BatchingScenario implements Scenario {
       long failures,
       String firstFailure) { }
 
-  record BatchingResult(int publishers, List<Row> rows) implements Result {
+  /**
+   * @param rows {@code publishBatch} at each batch size
+   * @param copyRows pgjdbc COPY of the same rows at each batch size (no ids, no heal), for comparison
+   */
+  record BatchingResult(int publishers, List<Row> rows, List<Row> copyRows) implements Result {
+    Row copyRow(int batchSize) {
+      return copyRows.stream().filter(r -> r.batchSize() == batchSize).findFirst().orElse(null);
+    }
+
     Row row(int batchSize) {
       return rows.stream().filter(r -> r.batchSize() == batchSize).findFirst().orElse(null);
     }
 
     @Override
     public void printTable(PrintStream out) {
-      String header = String.format(Locale.ROOT, "%6s %10s %11s %9s %9s %10s %8s %5s",
-          "batch", "calls/s", "msg/s", "p50 ms", "p99 ms", "WAL B/msg", "x batch1", "fail");
+      String header = String.format(Locale.ROOT, "%-13s %6s %10s %11s %9s %9s %10s %8s %5s",
+          "statement", "batch", "calls/s", "msg/s", "p50 ms", "p99 ms", "WAL B/msg", "x batch1", "fail");
       out.println(header);
       out.println("-".repeat(header.length()));
       for (Row r : rows) {
-        out.printf(Locale.ROOT, "%6d %10.0f %11.0f %9.2f %9.2f %10.0f %8.2f %5d%n", r.batchSize(),
-            r.callsPerSecond(), r.messagesPerSecond(), r.p50Millis(), r.p99Millis(), r.walBytesPerMessage(),
-            r.speedupOverSingle(), r.failures());
+        printRow(out, "publishBatch", r);
       }
+      for (Row r : copyRows) {
+        printRow(out, "COPY", r);
+      }
+      out.println("x batch1: messages/s relative to publishBatch of 1. COPY returns no ids and cannot heal.");
+    }
+
+    private static void printRow(PrintStream out, String statement, Row r) {
+      out.printf(Locale.ROOT, "%-13s %6d %10.0f %11.0f %9.2f %9.2f %10.0f %8.2f %5d%n", statement, r.batchSize(),
+          r.callsPerSecond(), r.messagesPerSecond(), r.p50Millis(), r.p99Millis(), r.walBytesPerMessage(),
+          r.speedupOverSingle(), r.failures());
     }
 
     @Override
     public void writeCsv(Path file) throws IOException {
       List<String> lines = new ArrayList<>();
-      lines.add("batch_size,window_seconds,calls,messages,calls_per_second,messages_per_second,p50_ms,p99_ms,"
+      lines.add("statement,batch_size,window_seconds,calls,messages,calls_per_second,messages_per_second,p50_ms,p99_ms,"
           + "wal_bytes_per_message,speedup_over_single,failures");
       for (Row r : rows) {
-        lines.add(String.format(Locale.ROOT, "%d,%.3f,%d,%d,%.1f,%.1f,%.3f,%.3f,%.1f,%.3f,%d", r.batchSize(),
-            r.windowSeconds(), r.calls(), r.messages(), r.callsPerSecond(), r.messagesPerSecond(), r.p50Millis(),
-            r.p99Millis(), r.walBytesPerMessage(), r.speedupOverSingle(), r.failures()));
+        lines.add(csv("publishBatch", r));
+      }
+      for (Row r : copyRows) {
+        lines.add(csv("copy", r));
       }
       Files.write(file, lines);
+    }
+
+    private static String csv(String statement, Row r) {
+      return String.format(Locale.ROOT, "%s,%d,%.3f,%d,%d,%.1f,%.1f,%.3f,%.3f,%.1f,%.3f,%d", statement, r.batchSize(),
+          r.windowSeconds(), r.calls(), r.messages(), r.callsPerSecond(), r.messagesPerSecond(), r.p50Millis(),
+          r.p99Millis(), r.walBytesPerMessage(), r.speedupOverSingle(), r.failures());
     }
   }
 }

@@ -19,7 +19,8 @@ import java.util.List;
  * @param reaperRace the time-compressed settings of scenario 3
  * @param endToEnd the rate and subscriber settings of scenario 4 (its stream runs for {@code cellDuration} after
  *     {@code warmup})
- * @param contentionKeepAlive the keep-alive interval of scenario 1 (reap threshold four times it)
+ * @param contentionKeepAlive the keep-alive interval of scenario 1's parent-writes check (reap threshold four times
+ *     it); its throughput cells use the library's default
  * @param rounds how many slices each contention cell is measured in, the strategies in rotated order per round
  * @param scenarioIds the scenarios to run, by id; empty for all
  * @param keepDatabase whether to leave the benchmark database on the server when done (for inspection)
@@ -54,7 +55,8 @@ record BenchOptions(
       "  --warmup SECONDS        unmeasured seconds before each cell or slice (default 0.5; quick 0.15)",
       "  --rounds N              contention cells measured in N slices, strategies rotated (default 3; quick 1)",
       "  --publishers 1,8,32,64  concurrent publishers of the contention scenario",
-      "  --keep-alive SECONDS    msgqueue's keep-alive interval in the contention scenario (default 1; quick 0.25)",
+      "  --keep-alive SECONDS    keep-alive of the contention scenario's parent-writes check (default 1; quick 0.25);",
+      "                          its throughput cells use the library default (5 min)",
       "  --batch-sizes 1,10,100,1000  batch sizes of the batching scenario",
       "  --reaper-race SECONDS   length of each reaper-race run (default 12; quick 1.5)",
       "  --e2e-rate N            messages/s of the end-to-end runs' steady stream (default 200; quick 100)",
@@ -89,8 +91,8 @@ record BenchOptions(
     ReaperRaceSettings reaperRace = quick ? ReaperRaceSettings.QUICK : ReaperRaceSettings.FULL;
     int endToEndRate = quick ? EndToEndSettings.QUICK_RATE : EndToEndSettings.DEFAULT_RATE;
     Duration endToEndPoll = quick ? EndToEndSettings.QUICK_POLL_INTERVAL : EndToEndSettings.LIBRARY_POLL_INTERVAL;
-    // 1 s, far shorter than any service would use (the library's default is 5 min), so that every cell spans several
-    // intervals and "at most one queue-row write per interval" is checked under load.
+    // The parent-writes check only: 1 s, far shorter than any service would use (the library's default is 5 min, which
+    // the throughput cells use), so that the check spans several intervals under load.
     Duration contentionKeepAlive = quick ? Duration.ofMillis(250) : Duration.ofSeconds(1);
     boolean keepDatabase = false;
     int drainMessages = quick ? 2_000 : 100_000;

@@ -3,6 +3,8 @@ package dev.msgqueue.bench;
 import dev.msgqueue.MessageQueueRepository;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.QueueSpec;
+import com.zaxxer.hikari.HikariConfig;
+import com.zaxxer.hikari.HikariDataSource;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.file.Files;
@@ -44,7 +46,7 @@ final class PublishContentionScenario implements Scenario {
 
   @Override
   public int steps() {
-    return 1 + options.publisherCounts().size() * Strategies.CONTENTION_ORDER.size() * options.rounds();
+    return 2 + options.publisherCounts().size() * Strategies.CONTENTION_ORDER.size() * options.rounds();
   }
 
   @Override
@@ -68,11 +70,16 @@ final class PublishContentionScenario implements Scenario {
     return options.quick() ? Duration.ofMillis(300) : Duration.ofSeconds(5);
   }
 
-  /**
-   * The keep-alive and reap threshold of this scenario: a short keep-alive, so that "at most one parent-row write per
-   * interval" is visible within one cell. The reaper does not run here.
-   */
+  /** The throughput cells' configuration: the library's defaults, as a service runs it (keep-alive 5 min). */
   MsgQueueConfig config() {
+    return MsgQueueConfig.defaults();
+  }
+
+  /**
+   * The parent-writes check's configuration: a short keep-alive, so that "at most one parent-row write per interval"
+   * is visible within one cell. The reaper does not run here.
+   */
+  MsgQueueConfig keepAliveCheckConfig() {
     return MsgQueueConfig.builder()
         .keepAliveInterval(options.contentionKeepAlive())
         .reapIdleThreshold(options.contentionKeepAlive().multipliedBy(4))
@@ -87,8 +94,9 @@ final class PublishContentionScenario implements Scenario {
     List<Cell> cells = new ArrayList<>();
     context.step("JVM warm-up: every strategy, 2 publishers, " + jvmWarmup().toMillis() + " ms each, unmeasured");
     for (String strategyId : Strategies.CONTENTION_ORDER) {
-      MessageQueueRepository repository = prepareCell(database, config);
-      ClosedLoopCell.run(database, strategy(strategyId, message, repository), 2, Duration.ZERO, jvmWarmup());
+      try (PreparedCell cell = prepareCell(database, config, 2)) {
+        ClosedLoopCell.run(database, cell.strategy(strategyId, message), 2, Duration.ZERO, jvmWarmup());
+      }
     }
     for (int publishers : options.publisherCounts()) {
       // Rounds with the strategies in rotated order: background load that drifts during the run (a shared machine)
@@ -100,10 +108,11 @@ final class PublishContentionScenario implements Scenario {
         for (String strategyId : order) {
           context.step(String.format(Locale.ROOT, "publish contention: %-18s %3d publisher(s), round %d/%d",
               strategyId, publishers, round + 1, options.rounds()));
-          MessageQueueRepository repository = prepareCell(database, config);
-          ClosedLoopCell.Measurement slice = ClosedLoopCell.run(database, strategy(strategyId, message, repository),
-              publishers, options.warmup(), slice());
-          measured.merge(strategyId, slice, ClosedLoopCell.Measurement::plus);
+          try (PreparedCell cell = prepareCell(database, config, publishers)) {
+            ClosedLoopCell.Measurement slice = ClosedLoopCell.run(database, cell.strategy(strategyId, message),
+                publishers, options.warmup(), slice());
+            measured.merge(strategyId, slice, ClosedLoopCell.Measurement::plus);
+          }
         }
       }
       List<ClosedLoopCell.Measurement> row = Strategies.CONTENTION_ORDER.stream().map(measured::get).toList();
@@ -113,29 +122,59 @@ final class PublishContentionScenario implements Scenario {
         cells.add(Cell.of(m, ceiling, config.keepAliveInterval()));
       }
     }
+    // The parent-writes check: coalesced msgqueue at the largest publisher count, with a short keep-alive.
+    MsgQueueConfig checkConfig = keepAliveCheckConfig();
+    int most = options.publisherCounts().stream().mapToInt(Integer::intValue).max().orElse(1);
+    context.step(String.format(Locale.ROOT, "publish contention: parent-writes check, msgqueue, %d publisher(s),"
+        + " keep-alive %d ms", most, checkConfig.keepAliveInterval().toMillis()));
+    Cell keepAliveCheck;
+    try (PreparedCell cell = prepareCell(database, checkConfig, most)) {
+      ClosedLoopCell.Measurement m = ClosedLoopCell.run(database, cell.strategy(Strategies.MSGQUEUE, message), most,
+          options.warmup(), options.cellDuration());
+      keepAliveCheck = Cell.of(m, Double.NaN, checkConfig.keepAliveInterval());
+    }
     return new ContentionResult(config.keepAliveInterval().toMillis() / 1000.0,
         config.reapIdleThreshold().toMillis() / 1000.0, options.warmup().toMillis() / 1000.0,
-        options.cellDuration().toMillis() / 1000.0, options.rounds(), cells);
+        options.cellDuration().toMillis() / 1000.0, options.rounds(), cells,
+        checkConfig.keepAliveInterval().toMillis() / 1000.0, keepAliveCheck);
   }
 
-  /** Empty tables, the hot queue freshly bound, and a fresh repository (its keep-alive bookkeeping starts now). */
-  private static MessageQueueRepository prepareCell(BenchDatabase database, MsgQueueConfig config) {
+  /**
+   * Empty tables, the hot queue freshly bound, and fresh repositories (their keep-alive throttles start now): one
+   * over the control connection for the per-connection views, one over a pool of up to {@code publishers}
+   * connections for the coalesced path.
+   */
+  private static PreparedCell prepareCell(BenchDatabase database, MsgQueueConfig config, int publishers) {
     database.reset();
     MessageQueueRepository repository = MessageQueueRepository.create(database.control(), config);
     repository.bindQueue(HOT_QUEUE);
+    HikariConfig poolConfig = new HikariConfig();
+    poolConfig.setJdbcUrl(database.url());
+    poolConfig.setMaximumPoolSize(Math.max(2, Math.min(publishers, 16)));
+    poolConfig.setMinimumIdle(0);
+    HikariDataSource pool = new HikariDataSource(poolConfig);
+    MessageQueueRepository pooled = MessageQueueRepository.create(pool, config);
     database.flushStatistics();
-    return repository;
+    return new PreparedCell(repository, pooled, pool);
   }
 
-  private static PublishStrategy strategy(String strategyId, Strategies.Message message,
-      MessageQueueRepository repository) {
-    return switch (strategyId) {
-      case Strategies.UPSERT_PER_PUBLISH -> Strategies.upsertPerPublish(message);
-      case Strategies.OPTIMISTIC_HEAL -> Strategies.optimisticHeal(message, new AtomicLong());
-      case Strategies.MSGQUEUE -> Strategies.msgqueue(message, repository);
-      case Strategies.NO_FK_CEILING -> Strategies.noFkCeiling(message);
-      default -> throw new IllegalStateException(strategyId);
-    };
+  private record PreparedCell(MessageQueueRepository repository, MessageQueueRepository pooled,
+      HikariDataSource pool) implements AutoCloseable {
+    PublishStrategy strategy(String strategyId, Strategies.Message message) {
+      return switch (strategyId) {
+        case Strategies.UPSERT_PER_PUBLISH -> Strategies.upsertPerPublish(message);
+        case Strategies.OPTIMISTIC_HEAL -> Strategies.optimisticHeal(message, new AtomicLong());
+        case Strategies.MSGQUEUE_UNCOALESCED -> Strategies.msgqueueUncoalesced(message, repository);
+        case Strategies.MSGQUEUE -> Strategies.msgqueue(message, pooled);
+        case Strategies.NO_FK_CEILING -> Strategies.noFkCeiling(message);
+        default -> throw new IllegalStateException(strategyId);
+      };
+    }
+
+    @Override
+    public void close() {
+      pool.close();
+    }
   }
 
   /**
@@ -183,7 +222,9 @@ final class PublishContentionScenario implements Scenario {
       double warmupSeconds,
       double cellSeconds,
       int rounds,
-      List<Cell> cells) implements Result {
+      List<Cell> cells,
+      double checkKeepAliveSeconds,
+      Cell keepAliveCheck) implements Result {
 
     Cell cell(String strategy, int publishers) {
       return cells.stream().filter(c -> c.strategy().equals(strategy) && c.publishers() == publishers)
@@ -195,7 +236,7 @@ final class PublishContentionScenario implements Scenario {
       out.printf(Locale.ROOT, "keep-alive %.2f s, reap threshold %.2f s; %.1f s measured per cell in %d round(s),"
           + " each after %.1f s warm-up on freshly truncated tables%n",
           keepAliveSeconds, reapThresholdSeconds, cellSeconds, rounds, warmupSeconds);
-      String header = String.format(Locale.ROOT, "%-18s %4s %10s %8s %8s %10s %7s %15s %9s %7s %5s",
+      String header = String.format(Locale.ROOT, "%-20s %4s %10s %8s %8s %10s %7s %15s %9s %7s %5s",
           "strategy", "pubs", "msg/s", "p50 ms", "p99 ms", "lock-wait", "share", "parent writes", "WAL B/msg",
           "x no-fk", "fail");
       out.println(header);
@@ -206,7 +247,7 @@ final class PublishContentionScenario implements Scenario {
           out.println();
         }
         previous = c.publishers();
-        out.printf(Locale.ROOT, "%-18s %4d %10.0f %8.2f %8.2f %9.2fs %6.2f%% %15s %9.0f %7.2f %5d%n",
+        out.printf(Locale.ROOT, "%-20s %4d %10.0f %8.2f %8.2f %9.2fs %6.2f%% %15s %9.0f %7.2f %5d%n",
             c.strategy(), c.publishers(), c.messagesPerSecond(), c.p50Millis(), c.p99Millis(),
             c.lockWaitSessionSeconds(), 100 * c.lockWaitShare(),
             String.format(Locale.ROOT, "%d / %.1f int", c.parentRowWrites(), c.keepAliveIntervals()),
@@ -224,6 +265,13 @@ final class PublishContentionScenario implements Scenario {
       }
       out.println("parent writes: n_tup_upd of \"MessageQueue\" from binding the queue until the publishers stopped"
           + " (warm-up included), against the keep-alive intervals in that span.");
+      if (keepAliveCheck != null) {
+        Cell c = keepAliveCheck;
+        out.printf(Locale.ROOT, "parent-writes check (keep-alive %.2f s): %s x %d, %.0f msg/s, %d writes over %.1f"
+            + " intervals, lock-wait share %.2f%%, %d failures%n", checkKeepAliveSeconds, c.strategy(),
+            c.publishers(), c.messagesPerSecond(), c.parentRowWrites(), c.keepAliveIntervals(),
+            100 * c.lockWaitShare(), c.failures());
+      }
     }
 
     @Override

@@ -103,7 +103,8 @@ final class ReaperRaceScenario implements Scenario {
     PublishStrategy strategy = switch (strategyId) {
       case Strategies.UPSERT_PER_PUBLISH -> Strategies.upsertPerPublish(message);
       case Strategies.OPTIMISTIC_HEAL -> Strategies.optimisticHeal(message, new AtomicLong());
-      case Strategies.MSGQUEUE -> Strategies.msgqueue(message, repository);
+      // One view per publisher connection: the race is about the statements, not about coalescing.
+      case Strategies.MSGQUEUE -> Strategies.msgqueueUncoalesced(Strategies.MSGQUEUE, message, repository);
       default -> throw new IllegalStateException(strategyId);
     };
     ToIntFunction<DSLContext> reaper = switch (reaperKind) {

@@ -12,7 +12,10 @@ import dev.msgqueue.QueueSpec;
 import dev.msgqueue.TransactionalQueue;
 import dev.msgqueue.jooq.tables.MessageQueue;
 import dev.msgqueue.jooq.tables.MessageQueueItem;
+import java.io.StringReader;
 import java.time.Duration;
+import java.time.LocalDateTime;
+import java.time.ZoneOffset;
 import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
@@ -23,6 +26,8 @@ import org.jooq.Field;
 import org.jooq.JSONB;
 import org.jooq.Record1;
 import org.jooq.exception.DataAccessException;
+import org.postgresql.PGConnection;
+import org.postgresql.copy.CopyManager;
 
 /**
  * The publish strategies the benchmark compares. All insert the same payload with the same {@code "readAfter"} and
@@ -32,9 +37,11 @@ final class Strategies {
   static final String UPSERT_PER_PUBLISH = "upsert-per-publish";
   static final String OPTIMISTIC_HEAL = "optimistic-heal";
   static final String MSGQUEUE = "msgqueue";
+  static final String MSGQUEUE_UNCOALESCED = "msgqueue-uncoalesced";
   static final String NO_FK_CEILING = "no-fk-ceiling";
   /** The order of the report's columns and rows. */
-  static final List<String> CONTENTION_ORDER = List.of(UPSERT_PER_PUBLISH, OPTIMISTIC_HEAL, MSGQUEUE, NO_FK_CEILING);
+  static final List<String> CONTENTION_ORDER =
+      List.of(UPSERT_PER_PUBLISH, OPTIMISTIC_HEAL, MSGQUEUE_UNCOALESCED, MSGQUEUE, NO_FK_CEILING);
 
   /** The SQLSTATE of a foreign-key violation: the item's queue row does not exist. */
   static final String FOREIGN_KEY_VIOLATION = "23503";
@@ -81,13 +88,32 @@ final class Strategies {
   }
 
   /**
-   * This project's publish path, {@link MessageQueueRepository#publish}: payload validation, the KEY SHARE insert,
-   * the throttled keep-alive and the heal. All publishers share {@code repository} (as all threads of one service
-   * do: its keep-alive bookkeeping is per repository), each through a view on its own connection.
+   * This project's publish path as a service uses it, {@link MessageQueueRepository#publish} on a repository over a
+   * connection pool ({@code pooledRepository}), with publish coalescing on (the default): concurrent publishes share
+   * statements and commits. The publisher's own connection is left idle.
    */
-  static PublishStrategy msgqueue(Message message, MessageQueueRepository repository) {
+  static PublishStrategy msgqueue(Message message, MessageQueueRepository pooledRepository) {
     PublishOptions options = PublishOptions.defaults().withTtl(message.ttl());
-    return strategy(MSGQUEUE, ctx -> {
+    return strategy(MSGQUEUE, ctx -> () -> {
+      pooledRepository.publish(message.queue(), message.payload(), options);
+      return 1;
+    });
+  }
+
+  /**
+   * This project's publish path without coalescing, {@link MessageQueueRepository#publish}: payload validation, the
+   * KEY SHARE insert, the throttled keep-alive and the heal, one statement per publish. All publishers share
+   * {@code repository} (as all threads of one service do: its keep-alive throttle is per repository), each through a
+   * view on its own autocommit connection (views never coalesce).
+   */
+  static PublishStrategy msgqueueUncoalesced(Message message, MessageQueueRepository repository) {
+    return msgqueueUncoalesced(MSGQUEUE_UNCOALESCED, message, repository);
+  }
+
+  /** {@link #msgqueueUncoalesced(Message, MessageQueueRepository)} reported under {@code id}. */
+  static PublishStrategy msgqueueUncoalesced(String id, Message message, MessageQueueRepository repository) {
+    PublishOptions options = PublishOptions.defaults().withTtl(message.ttl());
+    return strategy(id, ctx -> {
       TransactionalQueue onThisConnection = repository.inTransaction(ctx);
       return () -> {
         onThisConnection.publish(message.queue(), message.payload(), options);
@@ -115,6 +141,33 @@ final class Strategies {
       TransactionalQueue onThisConnection = repository.inTransaction(ctx);
       return () -> onThisConnection.publishBatch(message.queue(), batch, options).size();
     });
+  }
+
+  /**
+   * pgjdbc's COPY of {@code batchSize} copies of the message, as a bulk sender without msgqueue would do it:
+   * {@code COPY "MessageQueueItem"("payload", "readAfter", "expiresAt", "queueId") FROM STDIN}, timestamps computed on
+   * the client in UTC. It returns no ids and has no heal: a missing queue fails the whole COPY with 23503.
+   */
+  static PublishStrategy copyBatch(Message message, int batchSize) {
+    String sql = "COPY \"" + I.getName() + "\"(\"" + I.PAYLOAD.getName() + "\", \"" + I.READ_AFTER.getName() + "\", \""
+        + I.EXPIRES_AT.getName() + "\", \"" + I.QUEUE_ID.getName() + "\") FROM STDIN";
+    String payload = copyText(message.payload().data());
+    String queue = copyText(message.queue().name());
+    return strategy("copy-" + batchSize, ctx -> () -> ctx.connectionResult(connection -> {
+      CopyManager copy = connection.unwrap(PGConnection.class).getCopyAPI();
+      LocalDateTime now = LocalDateTime.now(ZoneOffset.UTC);
+      String rowSuffix = "\t" + now + "\t" + now.plus(message.ttl()) + "\t" + queue + "\n";
+      StringBuilder rows = new StringBuilder(batchSize * (payload.length() + rowSuffix.length()));
+      for (int i = 0; i < batchSize; i++) {
+        rows.append(payload).append(rowSuffix);
+      }
+      return (int) copy.copyIn(sql, new StringReader(rows.toString()));
+    }));
+  }
+
+  /** A value in COPY's text format: backslash, tab, newline and carriage return escaped. */
+  private static String copyText(String value) {
+    return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r");
   }
 
   private static long plainInsert(DSLContext ctx, MessageQueueItem table, Message message) {

@@ -31,17 +31,35 @@ final class TargetChecks {
       PublishContentionScenario.Cell seed = contention.cell(Strategies.OPTIMISTIC_HEAL, publishers);
       double oursRate = ours.messagesPerSecond();
       checks.add(atLeast("msgqueue / upsert-per-publish", 4, oursRate / upsert.messagesPerSecond(), basis));
-      checks.add(atLeast("msgqueue / optimistic-heal", 0.95, oursRate / seed.messagesPerSecond(), basis));
-      checks.add(atLeast("msgqueue / no-fk-ceiling", 0.85, ours.ratioToNoFkCeiling(), basis));
+      checks.add(atLeast("msgqueue / optimistic-heal", 2.0, oursRate / seed.messagesPerSecond(), basis));
+      checks.add(atLeast("msgqueue / no-fk-ceiling", 1.5, ours.ratioToNoFkCeiling(), basis));
+      checks.add(new Check("msgqueue p99 / optimistic-heal p99", "<= 1.5", ours.p99Millis() / seed.p99Millis(),
+          ours.p99Millis() <= 1.5 * seed.p99Millis(), basis));
       checks.add(new Check("msgqueue lock-wait share", "< 1%", ours.lockWaitShare(), ours.lockWaitShare() < 0.01,
           basis));
-      double allowedWrites = Math.ceil(ours.keepAliveIntervals());
-      checks.add(new Check("msgqueue parent-row writes per keep-alive interval", "<= 1",
-          ours.parentRowWrites() / ours.keepAliveIntervals(), ours.parentRowWrites() <= allowedWrites,
-          String.format(Locale.ROOT, "%s; %d writes over %.1f intervals", basis, ours.parentRowWrites(),
-              ours.keepAliveIntervals())));
+      PublishContentionScenario.Cell single = contention.cell(Strategies.MSGQUEUE, 1);
+      PublishContentionScenario.Cell singleSeed = contention.cell(Strategies.OPTIMISTIC_HEAL, 1);
+      if (single != null && singleSeed != null) {
+        checks.add(atLeast("msgqueue / optimistic-heal, 1 publisher", 0.95,
+            single.messagesPerSecond() / singleSeed.messagesPerSecond(), "1 publisher, one message per publish"));
+      }
+      PublishContentionScenario.Cell check = contention.keepAliveCheck();
+      if (check != null) {
+        double allowedWrites = Math.ceil(check.keepAliveIntervals());
+        checks.add(new Check("msgqueue parent-row writes per keep-alive interval", "<= 1",
+            check.parentRowWrites() / check.keepAliveIntervals(), check.parentRowWrites() <= allowedWrites,
+            String.format(Locale.ROOT, "%d publishers, keep-alive %.2f s; %d writes over %.1f intervals",
+                check.publishers(), contention.checkKeepAliveSeconds(), check.parentRowWrites(),
+                check.keepAliveIntervals())));
+      }
     }
     if (batching != null) {
+      BatchingScenario.Row thousand = batching.row(1000);
+      BatchingScenario.Row copyThousand = batching.copyRow(1000);
+      if (thousand != null && copyThousand != null) {
+        checks.add(atLeast("publishBatch(1000) / COPY of 1000", 0.8,
+            thousand.messagesPerSecond() / copyThousand.messagesPerSecond(), "1 publisher, messages/s"));
+      }
       BatchingScenario.Row hundred = batching.row(100);
       if (hundred != null && Double.isFinite(hundred.speedupOverSingle())) {
         checks.add(atLeast("publishBatch(100) / single-message rate", 10, hundred.speedupOverSingle(),

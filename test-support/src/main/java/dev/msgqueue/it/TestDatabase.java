@@ -39,7 +39,11 @@ public final class TestDatabase implements AutoCloseable {
 
   /** Creates an empty database; {@link #migrated()} for one with the msgqueue schema. */
   public static TestDatabase createEmpty(String label) {
-    PostgresServer server = PostgresServer.get();
+    return createEmpty(PostgresServer.get(), label);
+  }
+
+  /** Creates an empty database on {@code server} (one a test started itself, say). */
+  public static TestDatabase createEmpty(PostgresServer server, String label) {
     String sanitized = label.replaceAll("[^A-Za-z0-9]", "").toLowerCase(Locale.ROOT);
     String name = "mq_" + sanitized.substring(0, Math.min(40, sanitized.length())) + "_"
         + UUID.randomUUID().toString().substring(0, 8);
@@ -53,7 +57,12 @@ public final class TestDatabase implements AutoCloseable {
 
   /** Creates a database and applies the msgqueue changelog to it. */
   public static TestDatabase createMigrated(String label) {
-    TestDatabase database = createEmpty(label);
+    return createMigrated(PostgresServer.get(), label);
+  }
+
+  /** Creates a database on {@code server} and applies the msgqueue changelog to it. */
+  public static TestDatabase createMigrated(PostgresServer server, String label) {
+    TestDatabase database = createEmpty(server, label);
     try (Connection connection = database.connect()) {
       Migrations.update(connection);
     } catch (SQLException e) {

@@ -1,0 +1,253 @@
+package dev.msgqueue;
+
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.MultiGauge;
+import io.micrometer.core.instrument.Tags;
+import io.micrometer.core.instrument.Timer;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * Micrometer meters for a {@link MessageQueueRepository}, its views, its {@link Subscriber}s and its
+ * {@link Housekeeper}s. Micrometer is an optional dependency of msgqueue: this is the only class that uses it, and it
+ * is loaded only when a service calls {@link #bind}.
+ *
+ * <p>Meters (base units: seconds, messages), tagged {@code queue} unless noted:
+ * <ul>
+ *   <li>counters {@code msgqueue.messages.published}, {@code .claimed}, {@code .acked}, {@code .nacked},
+ *       {@code .redelivered}, {@code .dead.lettered}; {@code msgqueue.queues.healed} (a reaped auto-deleted queue
+ *       re-created by a publish); {@code msgqueue.handler.failures};
+ *       {@code msgqueue.queues.reaped} and {@code msgqueue.messages.expired.deleted} (untagged);
+ *   <li>timers {@code msgqueue.publish}, {@code msgqueue.claim} (empty claims included), {@code msgqueue.ack},
+ *       {@code msgqueue.handler};
+ *   <li>gauges {@code msgqueue.queue.messages} (tag {@code state}: {@code ready}, {@code delayed},
+ *       {@code in.flight}, {@code expired}) and {@code msgqueue.queue.oldest.ready.age} (seconds), refreshed by each
+ *       {@link Housekeeper} tick from {@link MessageQueueRepository#queueStatistics()}, never by a scrape.
+ * </ul>
+ *
+ * <p><b>Bounded tags.</b> The first {@code maxQueueTags} queue names seen get their own {@code queue} tag; every
+ * other queue is counted under {@value #OTHER_QUEUES} (its gauges: the sum of the counts, the largest age), so
+ * thousands of auto-deleted tenant queues cannot flood the registry.
+ */
+public final class MicrometerMetrics implements AutoCloseable {
+  /** How many queues get their own tag when {@link #bind(MeterRegistry, MessageQueueRepository)} names no bound. */
+  public static final int DEFAULT_MAX_QUEUE_TAGS = 100;
+  /** The most queues that may get their own tag. */
+  public static final int MAX_QUEUE_TAGS = 10_000;
+  /** The {@code queue} tag value of every queue past the bound. */
+  public static final String OTHER_QUEUES = "_other";
+
+  private final MeterRegistry registry;
+  private final MessageQueueRepository repository;
+  private final int maxQueueTags;
+  private final Map<String, String> queueTags = new ConcurrentHashMap<>();
+  private final Map<String, QueueMeters> meters = new ConcurrentHashMap<>();
+  private final Counter reaped;
+  private final Counter expiredDeleted;
+  private final MultiGauge messagesByState;
+  private final MultiGauge oldestReadyAge;
+
+  private MicrometerMetrics(MeterRegistry registry, MessageQueueRepository repository, int maxQueueTags) {
+    this.registry = registry;
+    this.repository = repository;
+    this.maxQueueTags = maxQueueTags;
+    this.reaped = Counter.builder("msgqueue.queues.reaped").baseUnit("queues")
+        .description("idle auto-deleted queues the reaper deleted").register(registry);
+    this.expiredDeleted = Counter.builder("msgqueue.messages.expired.deleted").baseUnit("messages")
+        .description("expired messages the cleanup deleted").register(registry);
+    this.messagesByState = MultiGauge.builder("msgqueue.queue.messages").baseUnit("messages")
+        .description("messages per queue and state, as of the last housekeeping tick").register(registry);
+    this.oldestReadyAge = MultiGauge.builder("msgqueue.queue.oldest.ready.age").baseUnit("seconds")
+        .description("how long the longest-waiting ready message has been readable, as of the last housekeeping tick")
+        .register(registry);
+  }
+
+  /** Binds with {@link #DEFAULT_MAX_QUEUE_TAGS}; see {@link #bind(MeterRegistry, MessageQueueRepository, int)}. */
+  public static MicrometerMetrics bind(MeterRegistry registry, MessageQueueRepository repository) {
+    return bind(registry, repository, DEFAULT_MAX_QUEUE_TAGS);
+  }
+
+  /**
+   * Registers msgqueue's meters in {@code registry} and starts recording what {@code repository} (and every view,
+   * subscriber and housekeeper of it) does. Binding again replaces the previous binding.
+   *
+   * @param maxQueueTags how many queues get their own {@code queue} tag, in [1, {@value #MAX_QUEUE_TAGS}]
+   * @throws IllegalArgumentException for a null argument or a bound out of range
+   */
+  public static MicrometerMetrics bind(MeterRegistry registry, MessageQueueRepository repository, int maxQueueTags) {
+    if (registry == null || repository == null) {
+      throw new IllegalArgumentException("registry and repository are required");
+    }
+    if (maxQueueTags < 1 || maxQueueTags > MAX_QUEUE_TAGS) {
+      throw new IllegalArgumentException(
+          "maxQueueTags must be in [1, " + MAX_QUEUE_TAGS + "], was " + maxQueueTags);
+    }
+    MicrometerMetrics metrics = new MicrometerMetrics(registry, repository, maxQueueTags);
+    repository.reportTo(metrics.new Sink());
+    return metrics;
+  }
+
+  /** Stops recording (the repository reports to no one again); the meters stay in the registry. */
+  @Override
+  public void close() {
+    repository.reportTo(MessageQueueEvents.NONE);
+  }
+
+  /** The {@code queue} tag value for {@code queue}: its name while fewer than the bound have one, else the rest's. */
+  String queueTag(String queue) {
+    String tag = queueTags.get(queue);
+    if (tag != null) {
+      return tag;
+    }
+    if (queueTags.size() >= maxQueueTags) {
+      return OTHER_QUEUES;
+    }
+    // Racing threads may overshoot the bound by a few entries; it stays bounded by bound + threads.
+    return queueTags.computeIfAbsent(queue, name -> name);
+  }
+
+  private QueueMeters metersOf(String queue) {
+    return meters.computeIfAbsent(queueTag(queue), tag -> new QueueMeters(registry, Tags.of("queue", tag)));
+  }
+
+  private void statistics(List<QueueStatistics> all) {
+    Map<String, long[]> counts = new LinkedHashMap<>();
+    Map<String, Duration> ages = new LinkedHashMap<>();
+    for (QueueStatistics queue : all) {
+      String tag = queueTag(queue.queue());
+      long[] sum = counts.computeIfAbsent(tag, t -> new long[4]);
+      sum[0] += queue.ready();
+      sum[1] += queue.delayed();
+      sum[2] += queue.inFlight();
+      sum[3] += queue.expired();
+      ages.merge(tag, queue.oldestReadyAge(), (a, b) -> a.compareTo(b) >= 0 ? a : b);
+    }
+    String[] states = {"ready", "delayed", "in.flight", "expired"};
+    List<MultiGauge.Row<?>> countRows = new ArrayList<>();
+    counts.forEach((tag, sum) -> {
+      for (int i = 0; i < states.length; i++) {
+        countRows.add(MultiGauge.Row.of(Tags.of("queue", tag, "state", states[i]), sum[i]));
+      }
+    });
+    List<MultiGauge.Row<?>> ageRows = new ArrayList<>();
+    ages.forEach((tag, age) -> ageRows.add(MultiGauge.Row.of(Tags.of("queue", tag), age.toNanos() / 1e9)));
+    messagesByState.register(countRows, true);
+    oldestReadyAge.register(ageRows, true);
+  }
+
+  private static final class QueueMeters {
+    final Counter published;
+    final Counter healed;
+    final Counter claimed;
+    final Counter acked;
+    final Counter nacked;
+    final Counter redelivered;
+    final Counter deadLettered;
+    final Counter handlerFailures;
+    final Timer publish;
+    final Timer claim;
+    final Timer ack;
+    final Timer handler;
+
+    QueueMeters(MeterRegistry registry, Tags tags) {
+      published = counter(registry, "msgqueue.messages.published", "messages", tags);
+      healed = counter(registry, "msgqueue.queues.healed", "queues", tags);
+      claimed = counter(registry, "msgqueue.messages.claimed", "messages", tags);
+      acked = counter(registry, "msgqueue.messages.acked", "messages", tags);
+      nacked = counter(registry, "msgqueue.messages.nacked", "messages", tags);
+      redelivered = counter(registry, "msgqueue.messages.redelivered", "messages", tags);
+      deadLettered = counter(registry, "msgqueue.messages.dead.lettered", "messages", tags);
+      handlerFailures = counter(registry, "msgqueue.handler.failures", "messages", tags);
+      publish = Timer.builder("msgqueue.publish").tags(tags).register(registry);
+      claim = Timer.builder("msgqueue.claim").tags(tags).register(registry);
+      ack = Timer.builder("msgqueue.ack").tags(tags).register(registry);
+      handler = Timer.builder("msgqueue.handler").tags(tags).register(registry);
+    }
+
+    private static Counter counter(MeterRegistry registry, String name, String unit, Tags tags) {
+      return Counter.builder(name).baseUnit(unit).tags(tags).register(registry);
+    }
+  }
+
+  /** The repository's event sink: one meter update per event, never throwing. */
+  private final class Sink implements MessageQueueEvents {
+    @Override
+    public void published(String queue, int messages, long nanos) {
+      QueueMeters m = metersOf(queue);
+      m.published.increment(messages);
+      m.publish.record(nanos, TimeUnit.NANOSECONDS);
+    }
+
+    @Override
+    public void healed(String queue) {
+      metersOf(queue).healed.increment();
+    }
+
+    @Override
+    public void claimed(String queue, int messages, long nanos) {
+      QueueMeters m = metersOf(queue);
+      m.claimed.increment(messages);
+      m.claim.record(nanos, TimeUnit.NANOSECONDS);
+    }
+
+    @Override
+    public void acked(String queue, int messages, long nanos) {
+      QueueMeters m = metersOf(queue);
+      m.acked.increment(messages);
+      if (nanos > 0) {
+        m.ack.record(nanos, TimeUnit.NANOSECONDS);
+      }
+    }
+
+    @Override
+    public void nacked(String queue) {
+      metersOf(queue).nacked.increment();
+    }
+
+    @Override
+    public void redelivered(String queue, int messages) {
+      metersOf(queue).redelivered.increment(messages);
+    }
+
+    @Override
+    public void deadLettered(String queue, int messages) {
+      metersOf(queue).deadLettered.increment(messages);
+    }
+
+    @Override
+    public void handled(String queue, long nanos, boolean failed) {
+      QueueMeters m = metersOf(queue);
+      m.handler.record(nanos, TimeUnit.NANOSECONDS);
+      if (failed) {
+        m.handlerFailures.increment();
+      }
+    }
+
+    @Override
+    public void reaped(int queues) {
+      reaped.increment(queues);
+    }
+
+    @Override
+    public void expiredDeleted(int messages) {
+      expiredDeleted.increment(messages);
+    }
+
+    @Override
+    public boolean wantsStatistics() {
+      return true;
+    }
+
+    @Override
+    public void statistics(List<QueueStatistics> all) {
+      MicrometerMetrics.this.statistics(Objects.requireNonNull(all));
+    }
+  }
+}

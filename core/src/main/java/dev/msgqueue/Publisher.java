@@ -1,0 +1,241 @@
+package dev.msgqueue;
+
+import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
+
+import java.sql.Connection;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Consumer;
+import org.jooq.DSLContext;
+import org.jooq.JSONB;
+import org.jooq.exception.DataAccessException;
+import org.jooq.impl.DefaultConnectionProvider;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The publish algorithm behind {@link MessageQueueRepository#publish} and {@link MessageQueueRepository#publishBatch}:
+ * the keep-alive (at most one write of the queue's {@code "lastActive"} per interval), the insert chosen by the
+ * connection's autocommit mode, the heal of a reaped auto-deleted queue, and the wake-up.
+ *
+ * <p>One per repository; its views share it, and with it the keep-alive and wake-up throttles and the repository's own
+ * context.
+ *
+ * <h2>Inside a caller's transaction</h2>
+ * A publish on a connection with autocommit off belongs to the caller's transaction, which may stay open as long as
+ * the caller likes. Nothing it writes to the queue row may be held that long, or other publishers and subscribers
+ * would wait for it. So two writes go to the repository's own context instead, each as a short autocommit
+ * statement on a connection of its own:
+ * <ul>
+ *   <li>the keep-alive ({@link QueueStatements#touchIfStale}), which would otherwise hold the queue row FOR NO KEY
+ *       UPDATE until the caller commits;</li>
+ *   <li>the re-creation of a reaped auto-deleted queue ({@link QueueStatements#createOrTouch}), whose uncommitted
+ *       row would otherwise make every other publisher to that queue wait until the caller commits. A committed empty
+ *       auto-deleted queue is harmless: if the caller rolls back, it is reaped like any idle queue. The message is
+ *       then inserted in the caller's transaction with the statement that cannot raise 23503; if a reaper deletes
+ *       the queue in between, the two steps are retried, {@value #MAX_CREATE_ATTEMPTS} times at most.</li>
+ * </ul>
+ * When the repository's own context has no connection outside the caller's transaction (its connection is not in
+ * autocommit: a context over the caller's own connection, or a data source that hands out the transaction's
+ * connection, as Spring's {@code TransactionAwareDataSourceProxy} does), both writes run in the caller's transaction
+ * instead: correct, but another publisher to a queue healed that way waits for the caller's commit (at most its
+ * statement timeout), and a keep-alive written that way holds the queue row until then. A caller's transaction above
+ * READ COMMITTED also heals inside itself (its snapshot could not see a row committed elsewhere).
+ */
+final class Publisher {
+  /** How often a publish in a caller's transaction re-creates a reaped queue before healing inside the transaction. */
+  static final int MAX_CREATE_ATTEMPTS = 3;
+  private static final Logger log = LoggerFactory.getLogger(Publisher.class);
+
+  private final DSLContext own;
+  /** The repository's event sink (metrics), shared with it and its views. */
+  private final AtomicReference<MessageQueueEvents> events;
+  private final MsgQueueConfig config;
+  private final IntervalThrottle keepAlive;
+  private final Wakeups wakeups;
+
+  /**
+   * @param own the repository's own context: where a publish inside a caller's transaction writes the keep-alive and
+   *     re-creates a reaped queue, each in autocommit
+   */
+  Publisher(DSLContext own, MsgQueueConfig config, IntervalThrottle keepAlive, Wakeups wakeups,
+      AtomicReference<MessageQueueEvents> events) {
+    this.own = own;
+    this.events = events;
+    this.config = config;
+    this.keepAlive = keepAlive;
+    this.wakeups = wakeups;
+  }
+
+  /**
+   * Publishes validated payloads to {@code spec}'s queue through {@code ctx}, in autocommit or in the transaction
+   * open on its connection.
+   *
+   * @return the message ids, in the order of {@code payloads}
+   * @throws QueueNotFoundException if the queue is missing and not auto-deleted
+   */
+  List<Long> publish(DSLContext ctx, QueueSpec spec, List<JSONB> payloads, Duration delay, Duration ttl) {
+    // One connection for the whole publish, so it can tell whether the insert committed on its own (autocommit): a
+    // wake-up failing after that must not turn a committed publish into an "outcome unknown" failure. A context on
+    // one connection already is that (and pinning it again would cost a configuration per publish).
+    if (ctx.configuration().connectionProvider() instanceof DefaultConnectionProvider) {
+      return publishOn(ctx, ctx.connectionResult(Connection::getAutoCommit), spec, payloads, delay, ttl);
+    }
+    return ctx.connectionResult(connection -> publishOn(
+        ctx.configuration().derive(new DefaultConnectionProvider(connection)).dsl(), connection.getAutoCommit(),
+        spec, payloads, delay, ttl));
+  }
+
+  /** Records that the queue's {@code "lastActive"} was just written by another path (bind, touch). */
+  void keptAlive(String queue) {
+    keepAlive.restart(queue);
+  }
+
+  /** Forgets a deleted queue, so that its next publish writes the keep-alive at once. */
+  void forget(String queue) {
+    keepAlive.forget(queue);
+  }
+
+  /** How many queues' keep-alive deadlines this publisher currently remembers (bounded by the config). */
+  int trackedQueues() {
+    return keepAlive.trackedKeys();
+  }
+
+  private List<Long> publishOn(
+      DSLContext on, boolean autoCommit, QueueSpec spec, List<JSONB> payloads, Duration delay, Duration ttl) {
+    if (keepAlive.tryPass(spec.name())) {
+      writeKeepAlive(on, autoCommit, spec.name());
+    }
+    List<Long> ids = insertIfQueueExists(on, autoCommit, spec.name(), payloads, delay, ttl);
+    if (ids.isEmpty()) {
+      if (!spec.autoDeleted()) {
+        keepAlive.forget(spec.name());
+        throw new QueueNotFoundException(spec.name());
+      }
+      ids = autoCommit ? healAndInsert(on, spec, payloads, delay, ttl)
+          : createThenInsertInTransaction(on, spec, payloads, delay, ttl);
+    }
+    wakeUp(on, autoCommit, spec.name());
+    return sorted(ids);
+  }
+
+  /** The heal in one statement: re-creates the queue and inserts the messages, so no reaper can run in between. */
+  private List<Long> healAndInsert(DSLContext on, QueueSpec spec, List<JSONB> payloads, Duration delay, Duration ttl) {
+    List<Long> ids = QueueStatements.healAndInsertItems(on, spec, payloads, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
+    keepAlive.restart(spec.name());
+    events.get().healed(spec.name());
+    log.info("re-created auto-deleted queue \"{}\" on publish (it had been reaped)", spec.name());
+    return ids;
+  }
+
+  /**
+   * The heal inside a caller's transaction: the queue row is created and committed on the repository's own
+   * connection, so no other publisher ever waits for the caller's transaction, then the messages are inserted in
+   * that transaction. Falls back to {@link #healAndInsert} in the transaction when there is no own connection, or
+   * when reapers keep winning the race.
+   */
+  private List<Long> createThenInsertInTransaction(
+      DSLContext on, QueueSpec spec, List<JSONB> payloads, Duration delay, Duration ttl) {
+    // Above READ COMMITTED the transaction's snapshot could never see the row committed on the own connection.
+    if (on.connectionResult(Connection::getTransactionIsolation) != Connection.TRANSACTION_READ_COMMITTED) {
+      return healAndInsert(on, spec, payloads, delay, ttl);
+    }
+    for (int attempt = 1; attempt <= MAX_CREATE_ATTEMPTS; attempt++) {
+      if (!onOwnConnection(own -> QueueStatements.createOrTouch(own, spec))) {
+        break;
+      }
+      keepAlive.restart(spec.name());
+      List<Long> ids = QueueStatements.insertItemsIfQueueExists(on, spec.name(), payloads, delay, ttl)
+          .fetch(MESSAGE_QUEUE_ITEM.ID);
+      if (!ids.isEmpty()) {
+        events.get().healed(spec.name());
+        log.info("re-created auto-deleted queue \"{}\" on publish (it had been reaped)", spec.name());
+        return ids;
+      }
+      log.debug("auto-deleted queue \"{}\" was reaped again right after its re-creation (attempt {})",
+          spec.name(), attempt);
+    }
+    return healAndInsert(on, spec, payloads, delay, ttl);
+  }
+
+  /**
+   * Runs {@code write} in autocommit on a connection of the repository's own context.
+   *
+   * @return {@code false} (having run nothing) if that context's connection is not in autocommit: it is the caller's
+   *     transaction, or some other transaction, and the write would be held until it ends
+   */
+  private boolean onOwnConnection(Consumer<DSLContext> write) {
+    return own.connectionResult(connection -> {
+      if (!connection.getAutoCommit()) {
+        return false;
+      }
+      write.accept(own.configuration().derive(new DefaultConnectionProvider(connection)).dsl());
+      return true;
+    });
+  }
+
+  /**
+   * The fast path: inserts into an existing queue, or returns no ids if the queue is missing. The statement depends on
+   * the connection: in autocommit the plain insert (whose 23503 aborts nothing else), inside a transaction one that
+   * cannot raise 23503 at all.
+   */
+  private static List<Long> insertIfQueueExists(
+      DSLContext on, boolean autoCommit, String queue, List<JSONB> payloads, Duration delay, Duration ttl) {
+    if (!autoCommit) {
+      return QueueStatements.insertItemsIfQueueExists(on, queue, payloads, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
+    }
+    try {
+      return QueueStatements.insertItems(on, queue, payloads, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
+    } catch (DataAccessException e) {
+      if (QueueStatements.isMissingQueue(e)) {
+        return List.of();
+      }
+      throw e;
+    }
+  }
+
+  /**
+   * Sends the (coalesced) wake-up after the insert. In autocommit the messages are already committed, and a wake-up
+   * only shortens latency (subscribers poll), so its failure is logged, not thrown: throwing would report a committed
+   * publish as failed, and a caller retrying it would publish it twice. Inside the caller's transaction the failure
+   * is thrown, since that transaction is lost.
+   */
+  private void wakeUp(DSLContext on, boolean autoCommit, String queue) {
+    try {
+      wakeups.published(on, queue);
+    } catch (RuntimeException e) {
+      if (!autoCommit) {
+        throw e;
+      }
+      log.warn("published to \"{}\" (committed), but its wake-up notification failed ({}); subscribers find the"
+          + " messages by polling", queue, e.toString());
+    }
+  }
+
+  /**
+   * Before the insert, so that if it fails no message has been committed behind the caller's back (autocommit). In a
+   * caller's transaction it is written in autocommit on the repository's own connection, so the caller's transaction
+   * never holds the queue row.
+   */
+  private void writeKeepAlive(DSLContext on, boolean autoCommit, String queue) {
+    Duration interval = config.keepAliveInterval();
+    try {
+      if (autoCommit || !onOwnConnection(own -> QueueStatements.touchIfStale(own, queue, interval))) {
+        QueueStatements.touchIfStale(on, queue, interval);
+      }
+    } catch (RuntimeException e) {
+      keepAlive.forget(queue);
+      throw e;
+    }
+  }
+
+  private static List<Long> sorted(List<Long> ids) {
+    // Identity values are drawn in insertion order, which follows the payloads' order (ORDER BY ordinal).
+    List<Long> copy = new ArrayList<>(ids);
+    Collections.sort(copy);
+    return copy;
+  }
+}

@@ -1,0 +1,126 @@
+package dev.msgqueue;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.it.TestDatabase;
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.Timer;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/** The meters move by exactly what a scripted run did. */
+@ExtendWith(MsgQueueDatabaseExtension.class)
+class MicrometerMetricsIT {
+  private final TestDatabase db;
+  private final QueueRows rows;
+  private final SimpleMeterRegistry registry = new SimpleMeterRegistry();
+
+  MicrometerMetricsIT(TestDatabase db) {
+    this.db = db;
+    this.rows = new QueueRows(db.dsl());
+  }
+
+  private double counter(String name, String queue) {
+    Counter counter = queue == null ? registry.find(name).counter() : registry.find(name).tag("queue", queue).counter();
+    return counter == null ? 0 : counter.count();
+  }
+
+  private long timerCount(String name, String queue) {
+    Timer timer = registry.find(name).tag("queue", queue).timer();
+    return timer == null ? 0 : timer.count();
+  }
+
+  private double gauge(String name, String queue, String state) {
+    var search = registry.find(name).tag("queue", queue);
+    Gauge gauge = state == null ? search.gauge() : search.tag("state", state).gauge();
+    assertThat(gauge).as("gauge %s{queue=%s,state=%s}", name, queue, state).isNotNull();
+    return gauge.value();
+  }
+
+  @Test
+  void countersTimersAndGaugesMoveByExactlyWhatTheScriptDid() throws Exception {
+    MessageQueueRepository repository = MessageQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
+    MicrometerMetrics metrics = MicrometerMetrics.bind(registry, repository, 2);
+    QueueSpec a = QueueSpec.durable("m-a");
+    QueueSpec b = QueueSpec.durable("m-b");
+    QueueSpec c = QueueSpec.durable("m-c");
+    List.of(a, b, c).forEach(repository::bindQueue);
+
+    repository.publish(a, "1");
+    repository.inTransaction(db.dsl()).publishBatch(a, List.of("2", "3")); // a view reports too
+    repository.publish(b, "4");
+    repository.publish(c, "5"); // a third queue: past the bound of 2 tags
+    List<ClaimedMessage> claimed = repository.claim("m-a", 2, Duration.ofMinutes(1));
+    assertThat(repository.ack(claimed.get(0))).isTrue();
+    assertThat(repository.nack(claimed.get(1), Duration.ZERO)).isTrue();
+
+    assertThat(counter("msgqueue.messages.published", "m-a")).isEqualTo(3);
+    assertThat(timerCount("msgqueue.publish", "m-a")).isEqualTo(2);
+    assertThat(counter("msgqueue.messages.published", "m-b")).isEqualTo(1);
+    assertThat(counter("msgqueue.messages.published", MicrometerMetrics.OTHER_QUEUES)).isEqualTo(1);
+    assertThat(registry.find("msgqueue.messages.published").tag("queue", "m-c").counter()).isNull();
+    assertThat(counter("msgqueue.messages.claimed", "m-a")).isEqualTo(2);
+    assertThat(timerCount("msgqueue.claim", "m-a")).isEqualTo(1);
+    assertThat(counter("msgqueue.messages.acked", "m-a")).isEqualTo(1);
+    assertThat(timerCount("msgqueue.ack", "m-a")).isEqualTo(1);
+    assertThat(counter("msgqueue.messages.nacked", "m-a")).isEqualTo(1);
+
+    // Housekeeping: one idle auto-deleted queue reaped, m-b's one message expired and deleted.
+    QueueSpec healing = QueueSpec.autoDeleted("m-heal");
+    repository.bindQueue(healing);
+    rows.makeIdle("m-heal", Duration.ofHours(2));
+    rows.expireItems("m-b");
+    Housekeeper housekeeper = Housekeeper.builder(repository).build();
+    assertThat(housekeeper.runOnce().outcome()).isEqualTo(HousekeepingRun.Outcome.COMPLETED);
+
+    assertThat(counter("msgqueue.queues.reaped", null)).isEqualTo(1);
+    assertThat(counter("msgqueue.messages.expired.deleted", null)).isEqualTo(1);
+    assertThat(gauge("msgqueue.queue.messages", "m-a", "ready")).isEqualTo(2);
+    assertThat(gauge("msgqueue.queue.messages", "m-a", "in.flight")).isZero();
+    assertThat(gauge("msgqueue.queue.messages", "m-b", "expired")).isZero();
+    assertThat(gauge("msgqueue.queue.messages", MicrometerMetrics.OTHER_QUEUES, "ready")).isEqualTo(1);
+    assertThat(gauge("msgqueue.queue.oldest.ready.age", "m-a", null)).isGreaterThanOrEqualTo(0);
+
+    repository.publish(healing, "6");
+    assertThat(counter("msgqueue.queues.healed", MicrometerMetrics.OTHER_QUEUES)).isEqualTo(1);
+
+    // A subscriber's handler: one success, one failure.
+    try (Subscriber subscriber = Subscriber.builder(repository, b, message -> {
+      if (message.payload().contains("fail")) {
+        throw new IllegalStateException("scripted failure");
+      }
+    }).pollInterval(Duration.ofMillis(100)).start()) {
+      repository.publishBatch(b, List.of("\"ok\"", "\"fail\""));
+      long giveUp = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+      while (timerCount("msgqueue.handler", "m-b") < 2) {
+        assertThat(System.nanoTime()).as("both messages handled").isLessThan(giveUp);
+        Thread.sleep(20);
+      }
+    }
+    assertThat(timerCount("msgqueue.handler", "m-b")).isEqualTo(2);
+    assertThat(counter("msgqueue.handler.failures", "m-b")).isEqualTo(1);
+    assertThat(counter("msgqueue.messages.claimed", "m-b")).isEqualTo(2);
+    assertThat(counter("msgqueue.messages.acked", "m-b")).isEqualTo(1);
+    assertThat(counter("msgqueue.messages.published", "m-b")).isEqualTo(3);
+
+    metrics.close();
+    repository.publish(a, "7");
+    assertThat(counter("msgqueue.messages.published", "m-a")).as("unbound").isEqualTo(3);
+  }
+
+  @Test
+  void aTagBoundOutOfRangeIsRefused() {
+    MessageQueueRepository repository = MessageQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
+    assertThatThrownBy(() -> MicrometerMetrics.bind(registry, repository, 0))
+        .isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> MicrometerMetrics.bind(registry, repository, MicrometerMetrics.MAX_QUEUE_TAGS + 1))
+        .isInstanceOf(IllegalArgumentException.class);
+  }
+}

@@ -1,0 +1,277 @@
+package dev.msgqueue;
+
+import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE;
+import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import com.zaxxer.hikari.HikariConfig;
+import com.zaxxer.hikari.HikariDataSource;
+import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.it.PgBouncer;
+import dev.msgqueue.it.TestDatabase;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.ResultSet;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BooleanSupplier;
+import org.jooq.DSLContext;
+import org.jooq.SQLDialect;
+import org.jooq.impl.DSL;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/**
+ * The whole API through PgBouncer in transaction pooling mode (a test-owned PgBouncer in front of the test server),
+ * in the supported setup: the repository and subscribers on a pool of PgBouncer connections with
+ * {@code prepareThreshold=0}, the {@link WakeupListener}'s LISTEN connection directly to PostgreSQL (a LISTEN through
+ * transaction pooling registers on whichever server connection ran it and is then lost to the client).
+ */
+@ExtendWith(MsgQueueDatabaseExtension.class)
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+class PgBouncerIT {
+  private static final int SERVER_CONNECTIONS = 3;
+  private final TestDatabase db;
+  private PgBouncer bouncer;
+  private HikariDataSource pooled;
+  private HikariDataSource single;
+
+  PgBouncerIT(TestDatabase db) {
+    this.db = db;
+  }
+
+  @BeforeAll
+  void startPgBouncer() {
+    bouncer = PgBouncer.inFrontOf(db, SERVER_CONNECTIONS);
+    pooled = pool(db.name(), 16);
+    single = pool(db.name() + "_single", 4);
+  }
+
+  @AfterAll
+  void stopPgBouncer() {
+    if (pooled != null) {
+      pooled.close();
+      single.close();
+    }
+    if (bouncer != null) {
+      bouncer.close();
+    }
+  }
+
+  private HikariDataSource pool(String alias, int size) {
+    HikariConfig config = new HikariConfig();
+    config.setJdbcUrl(bouncer.jdbcUrl(alias));
+    config.setMaximumPoolSize(size);
+    config.setMinimumIdle(0);
+    config.setPoolName("pgbouncer-" + alias);
+    return new HikariDataSource(config);
+  }
+
+  private static MessageQueueRepository repository(HikariDataSource dataSource) {
+    return MessageQueueRepository.create(dataSource, MsgQueueConfig.builder()
+        .keepAliveInterval(Duration.ofMillis(50))
+        .reapIdleThreshold(Duration.ofMillis(200))
+        .build());
+  }
+
+  @Test
+  void clientsShareServerConnectionsTransactionByTransaction() throws Exception {
+    // Two client connections of the one-server-connection pool, both open at once, run on the same backend: that is
+    // transaction pooling (in session pooling the second would wait for the first to disconnect).
+    try (Connection first = single.getConnection(); Connection second = single.getConnection()) {
+      assertThat(backendPid(second)).isEqualTo(backendPid(first));
+    }
+  }
+
+  @Test
+  void publishClaimAndMaintenanceThroughPgBouncer() throws Exception {
+    MessageQueueRepository repository = repository(pooled);
+    DSLContext viaBouncer = DSL.using(pooled, SQLDialect.POSTGRES);
+    QueueSpec orders = QueueSpec.durable("orders");
+    repository.bindQueue(orders);
+    // Each statement shape runs well past pgjdbc's default prepareThreshold (5), where it would name a server-side
+    // statement that the next transaction's server connection does not have.
+    List<Long> published = new ArrayList<>();
+    for (int i = 0; i < 10; i++) {
+      published.add(repository.publish(orders, "{\"n\": " + i + "}"));
+      published.addAll(repository.publishBatch(orders, List.of("{\"b\": " + i + "}", "{\"c\": " + i + "}")));
+      int n = i;
+      published.add(viaBouncer.transactionResult(
+          tx -> repository.inTransaction(tx.dsl()).publish(orders, "{\"tx\": " + n + "}")));
+    }
+    assertThatThrownBy(() -> viaBouncer.transaction(tx -> {
+      repository.inTransaction(tx.dsl()).publish(orders, "{\"rolled\": \"back\"}");
+      throw new IllegalStateException("roll back");
+    })).hasMessage("roll back");
+
+    // A missing durable queue inside a caller's transaction raises the typed error and leaves the transaction usable.
+    long afterMissing = viaBouncer.transactionResult(tx -> {
+      TransactionalQueue inTx = repository.inTransaction(tx.dsl());
+      assertThatThrownBy(() -> inTx.publish(QueueSpec.durable("missing"), "{}"))
+          .isInstanceOf(QueueNotFoundException.class);
+      return inTx.publish(orders, "{\"after\": \"missing\"}");
+    });
+    published.add(afterMissing);
+
+    // heal, in autocommit and in a caller's transaction
+    long healed = repository.publish(QueueSpec.autoDeleted("healed"), "{}");
+    long healedInTx = viaBouncer.transactionResult(
+        tx -> repository.inTransaction(tx.dsl()).publish(QueueSpec.autoDeleted("healed-tx"), "{}"));
+    assertThat(repository.claim("healed", 5)).extracting(ClaimedMessage::id).containsExactly(healed);
+    assertThat(repository.claim("healed-tx", 5)).extracting(ClaimedMessage::id).containsExactly(healedInTx);
+
+    // claim / nack / re-claim / ack in lease mode, and compatible-mode claims
+    List<Long> handled = new ArrayList<>();
+    boolean nacked = false;
+    while (true) {
+      List<ClaimedMessage> claimed = repository.claim("orders", 7, Duration.ofSeconds(30));
+      if (claimed.isEmpty()) {
+        break;
+      }
+      if (!nacked) {
+        assertThat(repository.nack(claimed.get(0), Duration.ZERO)).isTrue();
+        claimed = claimed.subList(1, claimed.size());
+        nacked = true;
+      }
+      assertThat(repository.ack(claimed)).hasSameSizeAs(claimed);
+      claimed.forEach(message -> handled.add(message.id()));
+      assertThat(repository.touch("orders")).isTrue();
+    }
+    assertThat(handled).containsExactlyInAnyOrderElementsOf(published);
+
+    // maintenance
+    for (int i = 0; i < 10; i++) {
+      repository.publish(orders, "{}", PublishOptions.defaults().withTtl(Duration.ofMillis(1)));
+    }
+    repository.bindQueue(QueueSpec.autoDeleted("idle"));
+    Thread.sleep(400);
+    assertThat(repository.deleteExpiredMessages()).isEqualTo(10);
+    assertThat(repository.reapIdleQueues()).contains("idle");
+    assertThat(db.dsl().fetchCount(MESSAGE_QUEUE, MESSAGE_QUEUE.NAME.eq("idle"))).isZero();
+
+    // the Housekeeper: its advisory lock, then both jobs
+    repository.bindQueue(QueueSpec.autoDeleted("idle-for-housekeeper"));
+    repository.publish(orders, "{\"n\": \"short-lived 2\"}", PublishOptions.defaults().withTtl(Duration.ofMillis(1)));
+    Thread.sleep(400);
+    try (Housekeeper housekeeper = Housekeeper.builder(repository).build()) {
+      HousekeepingRun run = housekeeper.runOnce();
+      assertThat(run.outcome()).as("%s", run).isEqualTo(HousekeepingRun.Outcome.COMPLETED);
+      assertThat(run.reapedQueues()).isGreaterThanOrEqualTo(1);
+      assertThat(run.deletedExpiredMessages()).isGreaterThanOrEqualTo(1);
+    }
+  }
+
+  @Test
+  void noSessionStateOutlivesATransaction() throws Exception {
+    // Every call on the one-server-connection pool, so the server connection is shared with the observer below.
+    MessageQueueRepository repository = repository(single);
+    QueueSpec queue = QueueSpec.autoDeleted("session-state");
+    repository.bindQueue(queue);
+    repository.publish(queue, "{}");
+    repository.publishBatch(queue, List.of("{}", "{}"));
+    DSL.using(single, SQLDialect.POSTGRES).transaction(tx -> repository.inTransaction(tx.dsl()).publish(queue, "{}"));
+    repository.ack(repository.claim(queue.name(), 10, Duration.ofSeconds(30)));
+    repository.touch(queue.name());
+    repository.deleteExpiredMessages(); // sets lock_timeout for its transaction
+    repository.reapIdleQueues(); // likewise
+
+    try (Connection observer = single.getConnection(); Statement statement = observer.createStatement();
+         ResultSet settings = statement.executeQuery(
+             "SELECT name FROM pg_settings WHERE source = 'session' AND name NOT IN"
+                 + " ('application_name', 'client_encoding', 'DateStyle', 'IntervalStyle', 'TimeZone',"
+                 + " 'standard_conforming_strings', 'extra_float_digits')")) {
+      List<String> changed = new ArrayList<>();
+      while (settings.next()) {
+        changed.add(settings.getString(1));
+      }
+      assertThat(changed).as("session settings left on the shared server connection").isEmpty();
+      try (ResultSet channels = statement.executeQuery("SELECT count(*) FROM pg_listening_channels()")) {
+        channels.next();
+        assertThat(channels.getInt(1)).as("LISTEN channels left on the shared server connection").isZero();
+      }
+    }
+  }
+
+  @Test
+  void subscribersThroughPgBouncerWithTheListenerDirect() throws Exception {
+    MessageQueueRepository repository = repository(pooled);
+    QueueSpec queue = QueueSpec.durable("events");
+    int publishers = 4;
+    int perPublisher = 60;
+    Map<Long, AtomicInteger> deliveries = new ConcurrentHashMap<>();
+    Set<Long> published = ConcurrentHashMap.newKeySet();
+    // The supported setup: LISTEN on a direct connection to PostgreSQL, everything else through PgBouncer.
+    try (WakeupListener listener = WakeupListener.start(() -> DriverManager.getConnection(db.jdbcUrl()));
+         Subscriber first = subscriber(repository, queue, listener, deliveries);
+         Subscriber second = subscriber(repository, queue, listener, deliveries)) {
+      awaitTrue(listener::isListening, "the LISTEN connection is up");
+      ExecutorService executor = Executors.newFixedThreadPool(publishers);
+      List<Future<?>> running = new ArrayList<>();
+      for (int p = 0; p < publishers; p++) {
+        int publisher = p;
+        running.add(executor.submit(() -> {
+          for (int i = 0; i < perPublisher; i++) {
+            String payload = "{\"p\": " + publisher + ", \"i\": " + i + "}";
+            if (i % 3 == 0) {
+              published.addAll(repository.publishBatch(queue, List.of(payload, payload)));
+            } else {
+              published.add(repository.publish(queue, payload));
+            }
+          }
+          return null;
+        }));
+      }
+      for (Future<?> future : running) {
+        future.get(60, TimeUnit.SECONDS);
+      }
+      executor.shutdown();
+      awaitTrue(() -> deliveries.keySet().containsAll(published), "every published message handled");
+      assertThat(first.wakeups() + second.wakeups()).as("wake-ups received").isPositive();
+    }
+    assertThat(deliveries.keySet()).containsExactlyInAnyOrderElementsOf(published);
+    assertThat(deliveries.values()).allSatisfy(count -> assertThat(count.get()).isEqualTo(1));
+    assertThat(db.dsl().fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.eq("events"))).isZero();
+  }
+
+  private static Subscriber subscriber(MessageQueueRepository repository, QueueSpec queue, WakeupListener listener,
+      Map<Long, AtomicInteger> deliveries) {
+    return Subscriber.builder(repository, queue,
+            message -> deliveries.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet())
+        .lease(Duration.ofSeconds(60))
+        .concurrency(4)
+        .batchSize(16)
+        .pollInterval(Duration.ofSeconds(5))
+        .wakeups(listener)
+        .start();
+  }
+
+  private static int backendPid(Connection connection) throws Exception {
+    try (Statement statement = connection.createStatement();
+         ResultSet pid = statement.executeQuery("SELECT pg_backend_pid()")) {
+      pid.next();
+      return pid.getInt(1);
+    }
+  }
+
+  private static void awaitTrue(BooleanSupplier condition, String what) throws InterruptedException {
+    long giveUp = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+    while (!condition.getAsBoolean()) {
+      assertThat(System.nanoTime() - giveUp).as("timed out waiting until %s", what).isNegative();
+      Thread.sleep(20);
+    }
+  }
+}

@@ -1,0 +1,18 @@
+-- The privileges a service's database role needs to run the whole msgqueue API (publish, claim/ack/nack, bindQueue,
+-- touch, the reaper, expired-item cleanup, Subscriber, WakeupListener), and nothing more. Run it after
+-- `liquibase update` as the owner of the schema and of the tables (typically the migration role that applied the
+-- changelog; a role that owns only the tables gets a mere warning for the first GRANT), replacing msgqueue_app with
+-- your service's role and public with the schema the changelog was applied to.
+--
+-- Not needed, and deliberately not granted:
+--   * CREATE on the schema or TEMPORARY on the database: msgqueue runs no DDL at run time.
+--   * the identity sequence of "MessageQueueItem"."id": PostgreSQL draws identity values for an INSERT without
+--     checking privileges on the sequence.
+--   * TRUNCATE, REFERENCES, TRIGGER, or any grant option; anything on DATABASECHANGELOG / DATABASECHANGELOGLOCK.
+--   * pg_notify / LISTEN (wake-ups), the Housekeeper's pg_try_advisory_xact_lock, now(), timezone(): callable by
+--     every role (EXECUTE is granted to PUBLIC).
+--   * the enum type "MessageQueueItemStatus": USAGE on types is granted to PUBLIC by default.
+-- UPDATE is needed on both tables also for the row locks (SELECT ... FOR UPDATE / FOR NO KEY UPDATE / FOR KEY SHARE)
+-- that the claim, the keep-alive and the reaper take.
+GRANT USAGE ON SCHEMA public TO msgqueue_app;
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE public."MessageQueue", public."MessageQueueItem" TO msgqueue_app;

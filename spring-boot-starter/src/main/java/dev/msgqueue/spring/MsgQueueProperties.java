@@ -1,0 +1,249 @@
+package dev.msgqueue.spring;
+
+import dev.msgqueue.MsgQueueConfig;
+import java.time.Duration;
+import java.util.function.Consumer;
+import org.springframework.boot.context.properties.ConfigurationProperties;
+
+/**
+ * The {@code msgqueue.*} settings. Every repository setting left unset keeps the library default of
+ * {@link MsgQueueConfig#defaults()}; every value is checked at startup by {@link MsgQueueConfig.Builder#build()}, so a
+ * bad value fails the application's start with the setting's name and its allowed range.
+ */
+@ConfigurationProperties(prefix = "msgqueue")
+public class MsgQueueProperties {
+  /** How often a publishing or consuming service refreshes a queue's "lastActive" at most. */
+  private Duration keepAliveInterval;
+  /** How long an auto-deleted queue must be idle before the housekeeper reaps it. */
+  private Duration reapIdleThreshold;
+  /** The time to live of a message published without one. */
+  private Duration defaultMessageTtl;
+  /** The longest any single msgqueue statement may run before it is cancelled. */
+  private Duration statementTimeout;
+  /** The longest the housekeeping transactions wait for a row lock. */
+  private Duration lockTimeout;
+  /** Whether a publish notifies idle subscribers (NOTIFY), coalesced per queue per wake-up window. */
+  private Boolean wakeupNotifications;
+  /** The coalescing window of wake-up notifications per queue. */
+  private Duration wakeupWindow;
+
+  private final Listener listener = new Listener();
+  private final Housekeeper housekeeper = new Housekeeper();
+  private final Subscriber subscriber = new Subscriber();
+
+  /** The repository configuration these properties describe. */
+  public MsgQueueConfig toConfig() {
+    try {
+      MsgQueueConfig.Builder builder = MsgQueueConfig.builder();
+      apply(keepAliveInterval, builder::keepAliveInterval);
+      apply(reapIdleThreshold, builder::reapIdleThreshold);
+      apply(defaultMessageTtl, builder::defaultMessageTtl);
+      apply(statementTimeout, builder::statementTimeout);
+      apply(lockTimeout, builder::lockTimeout);
+      apply(wakeupNotifications, builder::wakeupNotifications);
+      apply(wakeupWindow, builder::wakeupWindow);
+      return builder.build();
+    } catch (IllegalArgumentException e) {
+      throw new IllegalArgumentException("invalid msgqueue.* configuration: " + e.getMessage(), e);
+    }
+  }
+
+  private static <T> void apply(T value, Consumer<T> setter) {
+    if (value != null) {
+      setter.accept(value);
+    }
+  }
+
+  public Duration getKeepAliveInterval() {
+    return keepAliveInterval;
+  }
+
+  public void setKeepAliveInterval(Duration keepAliveInterval) {
+    this.keepAliveInterval = keepAliveInterval;
+  }
+
+  public Duration getReapIdleThreshold() {
+    return reapIdleThreshold;
+  }
+
+  public void setReapIdleThreshold(Duration reapIdleThreshold) {
+    this.reapIdleThreshold = reapIdleThreshold;
+  }
+
+  public Duration getDefaultMessageTtl() {
+    return defaultMessageTtl;
+  }
+
+  public void setDefaultMessageTtl(Duration defaultMessageTtl) {
+    this.defaultMessageTtl = defaultMessageTtl;
+  }
+
+  public Duration getStatementTimeout() {
+    return statementTimeout;
+  }
+
+  public void setStatementTimeout(Duration statementTimeout) {
+    this.statementTimeout = statementTimeout;
+  }
+
+  public Duration getLockTimeout() {
+    return lockTimeout;
+  }
+
+  public void setLockTimeout(Duration lockTimeout) {
+    this.lockTimeout = lockTimeout;
+  }
+
+  public Boolean getWakeupNotifications() {
+    return wakeupNotifications;
+  }
+
+  public void setWakeupNotifications(Boolean wakeupNotifications) {
+    this.wakeupNotifications = wakeupNotifications;
+  }
+
+  public Duration getWakeupWindow() {
+    return wakeupWindow;
+  }
+
+  public void setWakeupWindow(Duration wakeupWindow) {
+    this.wakeupWindow = wakeupWindow;
+  }
+
+  public Listener getListener() {
+    return listener;
+  }
+
+  public Housekeeper getHousekeeper() {
+    return housekeeper;
+  }
+
+  public Subscriber getSubscriber() {
+    return subscriber;
+  }
+
+  /** The LISTEN connection that wakes subscribers at once after a publish. */
+  public static class Listener {
+    /** Whether to hold a LISTEN connection; without it subscribers find messages by polling. */
+    private boolean enabled = true;
+    /**
+     * The JDBC URL of the LISTEN connection; defaults to spring.datasource.url. Point it at the database directly
+     * when the application's pool goes through PgBouncer in transaction mode, which cannot hold a LISTEN.
+     */
+    private String url;
+    /** The LISTEN connection's user; defaults to spring.datasource.username. */
+    private String username;
+    /** The LISTEN connection's password; defaults to spring.datasource.password. */
+    private String password;
+
+    public boolean isEnabled() {
+      return enabled;
+    }
+
+    public void setEnabled(boolean enabled) {
+      this.enabled = enabled;
+    }
+
+    public String getUrl() {
+      return url;
+    }
+
+    public void setUrl(String url) {
+      this.url = url;
+    }
+
+    public String getUsername() {
+      return username;
+    }
+
+    public void setUsername(String username) {
+      this.username = username;
+    }
+
+    public String getPassword() {
+      return password;
+    }
+
+    public void setPassword(String password) {
+      this.password = password;
+    }
+  }
+
+  /** The housekeeper: reaps idle auto-deleted queues and deletes expired messages on an interval. */
+  public static class Housekeeper {
+    /** Whether this application runs the housekeeper (one replica works per tick; the others skip it). */
+    private boolean enabled = true;
+    /** How often the housekeeper runs. */
+    private Duration interval = Duration.ofMinutes(1);
+
+    public boolean isEnabled() {
+      return enabled;
+    }
+
+    public void setEnabled(boolean enabled) {
+      this.enabled = enabled;
+    }
+
+    public Duration getInterval() {
+      return interval;
+    }
+
+    public void setInterval(Duration interval) {
+      this.interval = interval;
+    }
+  }
+
+  /** Defaults for the subscribers of {@link MsgQueueListener} methods; each annotation may override them. */
+  public static class Subscriber {
+    /** How many handlers of one listener run at once. */
+    private Integer concurrency;
+    /** The most messages one claim takes. */
+    private Integer batchSize;
+    /** How long an idle subscriber waits between claims when no wake-up comes. */
+    private Duration pollInterval;
+    /** The lease of lease mode (at-least-once); unset means the default at-most-once mode. */
+    private Duration lease;
+    /** The longest shutdown waits for a listener's in-flight handlers. */
+    private Duration closeTimeout;
+
+    public Integer getConcurrency() {
+      return concurrency;
+    }
+
+    public void setConcurrency(Integer concurrency) {
+      this.concurrency = concurrency;
+    }
+
+    public Integer getBatchSize() {
+      return batchSize;
+    }
+
+    public void setBatchSize(Integer batchSize) {
+      this.batchSize = batchSize;
+    }
+
+    public Duration getPollInterval() {
+      return pollInterval;
+    }
+
+    public void setPollInterval(Duration pollInterval) {
+      this.pollInterval = pollInterval;
+    }
+
+    public Duration getLease() {
+      return lease;
+    }
+
+    public void setLease(Duration lease) {
+      this.lease = lease;
+    }
+
+    public Duration getCloseTimeout() {
+      return closeTimeout;
+    }
+
+    public void setCloseTimeout(Duration closeTimeout) {
+      this.closeTimeout = closeTimeout;
+    }
+  }
+}

@@ -1,0 +1,221 @@
+package dev.msgqueue.spring;
+
+import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import dev.msgqueue.ClaimedMessage;
+import dev.msgqueue.Housekeeper;
+import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.MsgQueueConfig;
+import dev.msgqueue.QueueNotFoundException;
+import dev.msgqueue.QueueSpec;
+import dev.msgqueue.WakeupListener;
+import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.it.PostgresServer;
+import dev.msgqueue.it.TestDatabase;
+import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
+import java.sql.Connection;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import org.springframework.boot.actuate.health.Status;
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.autoconfigure.jdbc.DataSourceAutoConfiguration;
+import org.springframework.boot.autoconfigure.jdbc.DataSourceTransactionManagerAutoConfiguration;
+import org.springframework.boot.autoconfigure.jooq.JooqAutoConfiguration;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+
+/** The starter against a real PostgreSQL: what a service gets with only a DataSource and the jOOQ starter. */
+@ExtendWith(MsgQueueDatabaseExtension.class)
+class MsgQueueAutoConfigurationTest {
+  private final TestDatabase db;
+  private final ApplicationContextRunner runner;
+
+  MsgQueueAutoConfigurationTest(TestDatabase db) {
+    this.db = db;
+    this.runner = new ApplicationContextRunner()
+        .withConfiguration(AutoConfigurations.of(DataSourceAutoConfiguration.class,
+            DataSourceTransactionManagerAutoConfiguration.class, JooqAutoConfiguration.class,
+            MsgQueueAutoConfiguration.class))
+        .withPropertyValues("spring.datasource.url=" + db.jdbcUrl());
+  }
+
+  @Test
+  void startsWithOnlyADataSourceAndJooq() {
+    runner.run(context -> {
+      assertThat(context).hasNotFailed();
+      assertThat(context).hasSingleBean(MessageQueueRepository.class);
+      assertThat(context).hasSingleBean(WakeupListener.class);
+      assertThat(context).hasSingleBean(MsgQueueHealthIndicator.class);
+      assertThat(context).hasSingleBean(Housekeeper.class);
+      assertThat(context.getBean(Housekeeper.class).isRunning()).isTrue();
+      MessageQueueRepository repository = context.getBean(MessageQueueRepository.class);
+      QueueSpec durable = QueueSpec.durable("starter-plain");
+      // msgqueue's own typed errors, not the Spring translation of the application's jOOQ configuration.
+      assertThatThrownBy(() -> repository.publish(durable, "{}")).isInstanceOf(QueueNotFoundException.class);
+      repository.bindQueue(durable);
+      assertThat(repository.publish(durable, "{}")).isPositive();
+      // A reaped auto-deleted queue heals on publish.
+      assertThat(repository.publish(QueueSpec.autoDeleted("starter-healed"), "{}")).isPositive();
+    });
+  }
+
+  @Test
+  void propertiesBindToTheRepositoryConfiguration() {
+    runner.withPropertyValues("msgqueue.keep-alive-interval=2m", "msgqueue.reap-idle-threshold=2h",
+        "msgqueue.wakeup-notifications=false", "msgqueue.listener.enabled=false",
+        "msgqueue.housekeeper.interval=90s").run(context -> {
+          MsgQueueConfig config = context.getBean(MessageQueueRepository.class).config();
+          assertThat(config.keepAliveInterval()).isEqualTo(Duration.ofMinutes(2));
+          assertThat(config.reapIdleThreshold()).isEqualTo(Duration.ofHours(2));
+          assertThat(config.wakeupNotifications()).isFalse();
+          assertThat(context).doesNotHaveBean(WakeupListener.class);
+          assertThat(context.getBean(Housekeeper.class).interval()).isEqualTo(Duration.ofSeconds(90));
+        });
+  }
+
+  @Test
+  void aBadValueFailsStartupNamingTheSetting() {
+    runner.withPropertyValues("msgqueue.keep-alive-interval=-5s").run(context -> {
+      assertThat(context).hasFailed();
+      assertThat(context.getStartupFailure()).rootCause()
+          .isInstanceOf(IllegalArgumentException.class)
+          .hasMessageContaining("keepAliveInterval");
+      assertThat(context.getStartupFailure()).hasStackTraceContaining("invalid msgqueue.* configuration");
+    });
+  }
+
+  @Test
+  void aBadHousekeeperIntervalFailsStartupNamingTheSetting() {
+    runner.withPropertyValues("msgqueue.housekeeper.interval=10ms").run(context -> {
+      assertThat(context).hasFailed();
+      assertThat(context.getStartupFailure()).hasStackTraceContaining("invalid msgqueue.housekeeper.interval");
+    });
+  }
+
+  @Test
+  void theHousekeeperRunsAndItsLastRunIsInTheHealthDetails() throws Exception {
+    runner.withPropertyValues("msgqueue.housekeeper.enabled=true").run(context -> {
+      Housekeeper housekeeper = context.getBean(Housekeeper.class);
+      housekeeper.runOnce();
+      assertThat(context.getBean(MsgQueueHealthIndicator.class).health().getDetails())
+          .hasEntrySatisfying("housekeeperLastRun", run -> assertThat(run.toString()).startsWith("COMPLETED at"));
+    });
+    runner.withPropertyValues("msgqueue.housekeeper.enabled=false")
+        .run(context -> assertThat(context).doesNotHaveBean(Housekeeper.class));
+  }
+
+  @Test
+  void aListenerBeanReceivesMessages() {
+    runner.withUserConfiguration(Listeners.class).run(context -> {
+      Listeners listeners = context.getBean(Listeners.class);
+      MessageQueueRepository repository = context.getBean(MessageQueueRepository.class);
+      long first = repository.publish(QueueSpec.durable("starter-orders"), "{\"order\": 1}");
+      long second = repository.publish(QueueSpec.durable("starter-orders"), "{\"order\": 2}");
+      repository.publish(QueueSpec.durable("starter-orders-payloads"), "{\"order\": 1}");
+      repository.publish(QueueSpec.durable("starter-orders-payloads"), "{\"order\": 2}");
+
+      assertThat(listeners.received.await(30, TimeUnit.SECONDS)).isTrue();
+      assertThat(listeners.ids).containsExactlyInAnyOrder(first, second);
+      assertThat(listeners.payloads).contains("{\"order\": 1}", "{\"order\": 2}");
+    });
+  }
+
+  @Test
+  void healthGoesDownWhenTheListenConnectionIsLostAndUpWhenItIsBack() throws Exception {
+    runner.run(context -> {
+      MsgQueueHealthIndicator health = context.getBean(MsgQueueHealthIndicator.class);
+      awaitTrue(() -> health.health().getStatus().equals(Status.UP), "UP once listening");
+
+      try (Connection admin = PostgresServer.get().adminConnection(); Statement statement = admin.createStatement()) {
+        // Plain SQL: database-level DDL and a server function on backends, outside the schema jOOQ generated.
+        statement.execute("ALTER DATABASE \"" + db.name() + "\" WITH ALLOW_CONNECTIONS false");
+        try {
+          statement.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+              + " WHERE application_name = 'msgqueue-wakeup-listener' AND datname = '" + db.name() + "'");
+          awaitTrue(() -> health.health().getStatus().equals(Status.DOWN), "DOWN while it cannot reconnect");
+          assertThat(health.health().getDetails()).containsEntry("listener", "not connected (reconnecting)");
+        } finally {
+          statement.execute("ALTER DATABASE \"" + db.name() + "\" WITH ALLOW_CONNECTIONS true");
+        }
+      }
+      awaitTrue(() -> health.health().getStatus().equals(Status.UP), "UP after it reconnected");
+    });
+  }
+
+  @Test
+  void shutdownLeavesNoClaimedButUnackedMessageInLeaseMode() {
+    QueueSpec queue = QueueSpec.durable("starter-slow");
+    runner.withUserConfiguration(SlowListener.class)
+        .withPropertyValues("msgqueue.subscriber.concurrency=4", "msgqueue.subscriber.lease=30s")
+        .run(context -> {
+          MessageQueueRepository repository = context.getBean(MessageQueueRepository.class);
+          for (int i = 0; i < 40; i++) {
+            repository.publish(queue, "{\"n\": " + i + "}");
+          }
+          SlowListener listener = context.getBean(SlowListener.class);
+          assertThat(listener.started.await(30, TimeUnit.SECONDS)).isTrue();
+          context.close(); // stops the subscribers (in-flight handlers finish and ack) before the DataSource closes
+        });
+
+    int assigned = db.dsl().fetchCount(MESSAGE_QUEUE_ITEM,
+        MESSAGE_QUEUE_ITEM.QUEUE_ID.eq(queue.name()).and(MESSAGE_QUEUE_ITEM.STATUS.eq(MessageQueueItemStatus.ASSIGNED)));
+    int left = db.dsl().fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.eq(queue.name()));
+    assertThat(assigned).as("claimed but not acked after shutdown").isZero();
+    assertThat(left).as("some messages were still waiting when it stopped").isPositive();
+  }
+
+  private static void awaitTrue(BooleanSupplier condition, String what) throws InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+    while (!condition.getAsBoolean()) {
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError("timed out waiting: " + what);
+      }
+      Thread.sleep(10);
+    }
+  }
+
+  @Configuration(proxyBeanMethods = false)
+  static class Listeners {
+    final Set<Long> ids = ConcurrentHashMap.newKeySet();
+    final Set<String> payloads = ConcurrentHashMap.newKeySet();
+    final CountDownLatch received = new CountDownLatch(4);
+
+    @MsgQueueListener(queue = "starter-orders")
+    void onOrder(ClaimedMessage message) {
+      ids.add(message.id());
+      received.countDown();
+    }
+
+    @MsgQueueListener(queue = "starter-orders-payloads")
+    void onPayload(String payload) {
+      payloads.add(payload);
+      received.countDown();
+    }
+
+    @Bean
+    String unrelatedBean() {
+      return "not a listener";
+    }
+  }
+
+  @Configuration(proxyBeanMethods = false)
+  static class SlowListener {
+    final CountDownLatch started = new CountDownLatch(4);
+
+    @MsgQueueListener(queue = "starter-slow")
+    void handle(String payload) throws InterruptedException {
+      started.countDown();
+      Thread.sleep(200);
+    }
+  }
+}
