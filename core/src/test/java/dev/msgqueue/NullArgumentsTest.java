@@ -3,6 +3,8 @@ package dev.msgqueue;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.lang.reflect.Constructor;
 import java.lang.reflect.Executable;
 import java.lang.reflect.InvocationTargetException;
@@ -228,6 +230,8 @@ class NullArgumentsTest {
       return new IllegalStateException("handler failed");
     } else if (type == RetryPolicy.class) {
       return RetryPolicy.defaults("q-dlq");
+    } else if (type == MeterRegistry.class) {
+      return new SimpleMeterRegistry();
     } else if (type == Object.class) {
       return "other";
     }
