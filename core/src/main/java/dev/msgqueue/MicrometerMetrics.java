@@ -82,9 +82,8 @@ public final class MicrometerMetrics implements AutoCloseable {
    * @throws IllegalArgumentException for a null argument or a bound out of range
    */
   public static MicrometerMetrics bind(MeterRegistry registry, MessageQueueRepository repository, int maxQueueTags) {
-    if (registry == null || repository == null) {
-      throw new IllegalArgumentException("registry and repository are required");
-    }
+    Arguments.requireNonNull(registry, "registry");
+    Arguments.requireNonNull(repository, "repository");
     if (maxQueueTags < 1 || maxQueueTags > MAX_QUEUE_TAGS) {
       throw new IllegalArgumentException(
           "maxQueueTags must be in [1, " + MAX_QUEUE_TAGS + "], was " + maxQueueTags);
