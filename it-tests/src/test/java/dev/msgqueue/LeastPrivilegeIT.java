@@ -154,6 +154,20 @@ class LeastPrivilegeIT {
     assertThat(repository.claim("healed-tx", 1)).extracting(ClaimedMessage::id).containsExactly(healedInTransaction);
     assertThat(repository.touch("orders")).isTrue();
 
+    // lease extension, a failure past maxDeliveries into the dead-letter queue, inspection and re-publish
+    long failing = repository.publish(orders, "{\"n\": \"fails\"}");
+    ClaimedMessage held = repository.claim("orders", 1, Duration.ofSeconds(30)).get(0);
+    assertThat(held.id()).isEqualTo(failing);
+    ClaimedMessage extended = repository.extendLease(held, Duration.ofMinutes(1)).orElseThrow();
+    RetryPolicy deadLetterAtOnce = RetryPolicy.builder("orders-dead-letters").maxDeliveries(1).build();
+    assertThat(repository.fail(extended, new IllegalStateException("boom"), deadLetterAtOnce))
+        .isEqualTo(FailureOutcome.DEAD_LETTERED);
+    assertThat(repository.deadLetters("orders-dead-letters", 10)).extracting(DeadLetter::id).containsExactly(failing);
+    assertThat(repository.republishDeadLetter(failing)).isTrue();
+    ClaimedMessage republished = repository.claim("orders", 1).get(0);
+    assertThat(republished.id()).isEqualTo(failing);
+    assertThat(repository.ack(republished)).isTrue();
+
     // maintenance: expired items, then idle auto-deleted queues
     repository.publish(orders, "{\"n\": \"short-lived\"}", PublishOptions.defaults().withTtl(Duration.ofMillis(1)));
     QueueSpec idle = QueueSpec.autoDeleted("idle");

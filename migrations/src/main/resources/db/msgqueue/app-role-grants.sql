@@ -1,5 +1,6 @@
 -- The privileges a service's database role needs to run the whole msgqueue API (publish, claim/ack/nack, bindQueue,
--- touch, the reaper, expired-item cleanup, Subscriber, WakeupListener), and nothing more. Run it after
+-- touch, lease extension, retries and dead letters, the reaper, expired-message cleanup, Subscriber, WakeupListener,
+-- Housekeeper), and nothing more. Run it after
 -- `liquibase update` as the owner of the schema and of the tables (typically the migration role that applied the
 -- changelog; a role that owns only the tables gets a mere warning for the first GRANT), replacing msgqueue_app with
 -- your service's role and public with the schema the changelog was applied to.
@@ -15,4 +16,5 @@
 -- UPDATE is needed on both tables also for the row locks (SELECT ... FOR UPDATE / FOR NO KEY UPDATE / FOR KEY SHARE)
 -- that the claim, the keep-alive and the reaper take.
 GRANT USAGE ON SCHEMA public TO msgqueue_app;
-GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE public."MessageQueue", public."MessageQueueItem" TO msgqueue_app;
+GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE public."MessageQueue", public."MessageQueueItem",
+  public."MessageQueueItemFailure" TO msgqueue_app;
