@@ -125,11 +125,11 @@ class SubscriberBatchingIT {
     Map<Long, AtomicInteger> deliveries = new ConcurrentHashMap<>();
     Subscriber subscriber = started(Subscriber.builder(repository, spec, message -> {
       deliveries.computeIfAbsent(message.id(), k -> new AtomicInteger()).incrementAndGet();
-      Thread.sleep(3_000);
-    }).concurrency(2).lease(Duration.ofSeconds(1)).pollInterval(POLL));
+      Thread.sleep(6_000);
+    }).concurrency(2).lease(Duration.ofSeconds(2)).pollInterval(POLL));
 
     await("acked", () -> subscriber.acked() == 1);
-    Thread.sleep(1_500); // more than a lease: a redelivery would show now
+    Thread.sleep(2_500); // more than a lease: a redelivery would show now
     assertThat(deliveries.get(id).get()).isOne();
     assertThat(subscriber.leaseRenewals()).isPositive();
     assertThat(itemsOf(spec)).isZero();
