@@ -100,13 +100,37 @@ public final class MessageQueueRepository {
     Arguments.requireNonNull(config, "config");
     requirePostgres(ctx);
     DSLContext own = bounded(ctx, config);
+    return create(own, own, config);
+  }
+
+  /**
+   * A repository for a context that joins the caller's current transaction, such as the {@code DSLContext} of
+   * Spring's jOOQ integration (a {@code TransactionAwareDataSourceProxy}): its publishes, claims and acks run on
+   * {@code transactionAware}, so inside a transaction they commit or roll back with it. The writes that must not be
+   * held by a caller's transaction — the keep-alive, the re-creation of a reaped queue, coalesced publishes outside any
+   * transaction — run in autocommit on connections from {@code ownConnections} (the pool itself, not a
+   * transaction-aware proxy of it), so no publisher ever waits for another caller's transaction.
+   *
+   * @throws IllegalArgumentException for a null argument or a context whose dialect is not PostgreSQL
+   */
+  public static MessageQueueRepository create(
+      DSLContext transactionAware, DataSource ownConnections, MsgQueueConfig config) {
+    Arguments.requireNonNull(transactionAware, "transactionAware");
+    Arguments.requireNonNull(ownConnections, "ownConnections");
+    Arguments.requireNonNull(config, "config");
+    requirePostgres(transactionAware);
+    return create(bounded(transactionAware, config),
+        bounded(DSL.using(ownConnections, SQLDialect.POSTGRES), config), config);
+  }
+
+  private static MessageQueueRepository create(DSLContext ctx, DSLContext own, MsgQueueConfig config) {
     AtomicReference<MessageQueueEvents> events = new AtomicReference<>(MessageQueueEvents.NONE);
     Publisher publisher = new Publisher(own, config,
         new IntervalThrottle(config.keepAliveInterval(), config.maxTrackedQueues()), Wakeups.from(config), events);
     PublishCoalescer coalescer = config.publishCoalescing()
         ? new PublishCoalescer(publisher, own, MAX_COALESCED_MESSAGES) : null;
     MessageQueueRepository repository =
-        new MessageQueueRepository(own, config, new Payloads(config.maxPayloadBytes()), publisher, coalescer);
+        new MessageQueueRepository(ctx, config, new Payloads(config.maxPayloadBytes()), publisher, coalescer);
     repository.events = events;
     return repository;
   }

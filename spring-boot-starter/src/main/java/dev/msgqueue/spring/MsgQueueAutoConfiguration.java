@@ -2,11 +2,14 @@ package dev.msgqueue.spring;
 
 import dev.msgqueue.Housekeeper;
 import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.MicrometerMetrics;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.WakeupListener;
+import io.micrometer.core.instrument.MeterRegistry;
 import java.sql.DriverManager;
 import java.util.Arrays;
 import java.util.Properties;
+import javax.sql.DataSource;
 import org.jooq.DSLContext;
 import org.jooq.ExecuteListenerProvider;
 import org.springframework.beans.factory.ObjectProvider;
@@ -23,18 +26,21 @@ import org.springframework.boot.autoconfigure.jooq.JooqAutoConfiguration;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.jdbc.datasource.TransactionAwareDataSourceProxy;
 
 /**
  * msgqueue for a Spring Boot application with a jOOQ {@link DSLContext}:
  * <ul>
  *   <li>a {@link MessageQueueRepository} over the application's {@code DSLContext}, so a publish inside a
  *       {@code @Transactional} method joins that transaction (Boot's {@code DSLContext} runs on the transaction's
- *       connection);</li>
+ *       connection), while the keep-alive and the re-creation of a reaped queue run on the pool's own connections in
+ *       autocommit, so no publisher waits for another one's transaction;</li>
  *   <li>a {@link WakeupListener} on a connection of its own (never a pooled one: a LISTEN is held for good), from
  *       {@code msgqueue.listener.*} or else {@code spring.datasource.*};</li>
  *   <li>a {@link Housekeeper} (the reaper and the expired-message cleanup on an interval, one replica per tick);</li>
  *   <li>a subscriber for every {@link MsgQueueListener} method, stopped before the {@code DataSource} closes;</li>
- *   <li>with Actuator, a {@code msgqueue} health indicator.</li>
+ *   <li>with Actuator, a {@code msgqueue} health indicator;</li>
+ *   <li>with a Micrometer {@code MeterRegistry}, msgqueue's meters.</li>
  * </ul>
  * Every bean backs off when the application defines its own.
  */
@@ -52,8 +58,15 @@ public class MsgQueueAutoConfiguration {
 
   @Bean
   @ConditionalOnMissingBean
-  public MessageQueueRepository messageQueueRepository(DSLContext dsl, MsgQueueConfig config) {
-    return MessageQueueRepository.create(withoutSpringExceptionTranslation(dsl), config);
+  public MessageQueueRepository messageQueueRepository(DSLContext dsl, DataSource dataSource, MsgQueueConfig config) {
+    // Statements on the application's context join a @Transactional method's transaction; the keep-alive and the
+    // re-creation of a reaped queue run in autocommit on the pool itself, so no publisher waits for that transaction.
+    return MessageQueueRepository.create(withoutSpringExceptionTranslation(dsl), unproxied(dataSource), config);
+  }
+
+  /** The pool behind a transaction-aware proxy: connections of their own, outside any caller's transaction. */
+  static DataSource unproxied(DataSource dataSource) {
+    return dataSource instanceof TransactionAwareDataSourceProxy proxy ? proxy.getTargetDataSource() : dataSource;
   }
 
   /**
@@ -117,6 +130,22 @@ public class MsgQueueAutoConfiguration {
   public static MsgQueueListenerRegistrar msgQueueListenerRegistrar(ObjectProvider<MessageQueueRepository> repository,
       ObjectProvider<WakeupListener> wakeups, ObjectProvider<MsgQueueProperties> properties) {
     return new MsgQueueListenerRegistrar(repository, wakeups, properties);
+  }
+
+  /**
+   * msgqueue's meters ({@code msgqueue.*}: counters, timers, and the statistics gauges the housekeeper refreshes) in
+   * the application's {@link MeterRegistry}, with Micrometer on the classpath.
+   */
+  @Configuration(proxyBeanMethods = false)
+  @ConditionalOnClass(MeterRegistry.class)
+  @ConditionalOnBean(MeterRegistry.class)
+  static class MetricsConfiguration {
+    @Bean(destroyMethod = "close")
+    @ConditionalOnMissingBean
+    MicrometerMetrics msgQueueMetrics(MeterRegistry registry, MessageQueueRepository repository,
+        MsgQueueProperties properties) {
+      return MicrometerMetrics.bind(registry, repository, properties.getMetrics().getMaxQueueTags());
+    }
   }
 
   /** The {@code msgqueue} health indicator, with Actuator on the classpath. */

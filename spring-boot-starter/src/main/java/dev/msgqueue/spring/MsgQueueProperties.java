@@ -1,5 +1,6 @@
 package dev.msgqueue.spring;
 
+import dev.msgqueue.MicrometerMetrics;
 import dev.msgqueue.MsgQueueConfig;
 import java.time.Duration;
 import java.util.function.Consumer;
@@ -30,6 +31,7 @@ public class MsgQueueProperties {
   private final Listener listener = new Listener();
   private final Housekeeper housekeeper = new Housekeeper();
   private final Subscriber subscriber = new Subscriber();
+  private final Metrics metrics = new Metrics();
 
   /** The repository configuration these properties describe. */
   public MsgQueueConfig toConfig() {
@@ -120,6 +122,27 @@ public class MsgQueueProperties {
 
   public Subscriber getSubscriber() {
     return subscriber;
+  }
+
+  public Metrics getMetrics() {
+    return metrics;
+  }
+
+  /** msgqueue's Micrometer meters. */
+  public static class Metrics {
+    /**
+     * How many queues get a {@code queue} tag of their own; the others are counted under {@code queue=_other}, so many
+     * auto-deleted queues cannot flood the registry.
+     */
+    private int maxQueueTags = MicrometerMetrics.DEFAULT_MAX_QUEUE_TAGS;
+
+    public int getMaxQueueTags() {
+      return maxQueueTags;
+    }
+
+    public void setMaxQueueTags(int maxQueueTags) {
+      this.maxQueueTags = maxQueueTags;
+    }
   }
 
   /** The LISTEN connection that wakes subscribers at once after a publish. */

@@ -1,5 +1,6 @@
 package dev.msgqueue.spring;
 
+import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -7,6 +8,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.msgqueue.ClaimedMessage;
 import dev.msgqueue.Housekeeper;
 import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.MicrometerMetrics;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.QueueNotFoundException;
 import dev.msgqueue.QueueSpec;
@@ -15,14 +17,21 @@ import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.PostgresServer;
 import dev.msgqueue.it.TestDatabase;
 import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.sql.Connection;
 import java.sql.Statement;
 import java.time.Duration;
+import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.BooleanSupplier;
+import org.jooq.DSLContext;
+import org.jooq.SQLDialect;
+import org.jooq.impl.DSL;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.springframework.boot.actuate.health.Status;
@@ -33,6 +42,8 @@ import org.springframework.boot.autoconfigure.jooq.JooqAutoConfiguration;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.transaction.support.TransactionTemplate;
 
 /** The starter against a real PostgreSQL: what a service gets with only a DataSource and the jOOQ starter. */
 @ExtendWith(MsgQueueDatabaseExtension.class)
@@ -67,6 +78,50 @@ class MsgQueueAutoConfigurationTest {
       // A reaped auto-deleted queue heals on publish.
       assertThat(repository.publish(QueueSpec.autoDeleted("starter-healed"), "{}")).isPositive();
     });
+  }
+
+  /**
+   * A publish inside a Spring transaction joins it, but the heal's queue row is committed at once on a connection of
+   * the pool's own: another publisher to that queue never waits for the caller's transaction.
+   */
+  @Test
+  void aPublishInASpringTransactionJoinsItAndItsHealWaitsForNobody() {
+    runner.run(context -> {
+      MessageQueueRepository repository = context.getBean(MessageQueueRepository.class);
+      TransactionTemplate transaction = new TransactionTemplate(context.getBean(PlatformTransactionManager.class));
+      QueueSpec healed = QueueSpec.autoDeleted("starter-healed-in-transaction");
+      AtomicLong inTransaction = new AtomicLong();
+
+      transaction.executeWithoutResult(status -> {
+        inTransaction.set(repository.publish(healed, "{\"n\": 1}"));
+        // Still inside the caller's transaction: the queue row is committed, its message is not.
+        assertThat(db.dsl().fetchExists(MESSAGE_QUEUE, MESSAGE_QUEUE.NAME.eq(healed.name()))).isTrue();
+        assertThat(db.dsl().fetchExists(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.ID.eq(inTransaction.get()))).isFalse();
+        DSLContext otherPublisher = DSL.using(db.dataSourceWithOptions("-c lock_timeout=500"), SQLDialect.POSTGRES);
+        long other = MessageQueueRepository.create(otherPublisher, MsgQueueConfig.defaults()).publish(healed, "{}");
+        assertThat(db.dsl().fetchExists(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.ID.eq(other))).isTrue();
+        status.setRollbackOnly();
+      });
+
+      assertThat(db.dsl().fetchExists(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.ID.eq(inTransaction.get())))
+          .as("rolled back with the caller's transaction").isFalse();
+    });
+  }
+
+  @Test
+  void withAMeterRegistryTheMetersCountWhatTheApplicationDid() {
+    runner.withBean(SimpleMeterRegistry.class, SimpleMeterRegistry::new).run(context -> {
+      assertThat(context).hasSingleBean(MicrometerMetrics.class);
+      MessageQueueRepository repository = context.getBean(MessageQueueRepository.class);
+      QueueSpec queue = QueueSpec.durable("starter-metered");
+      repository.bindQueue(queue);
+      repository.publish(queue, "{}");
+      repository.publishBatch(queue, List.of("{}", "{}"));
+      MeterRegistry registry = context.getBean(MeterRegistry.class);
+      assertThat(registry.get("msgqueue.messages.published").tag("queue", queue.name()).counter().count())
+          .isEqualTo(3.0);
+    });
+    runner.run(context -> assertThat(context).doesNotHaveBean(MicrometerMetrics.class));
   }
 
   @Test
