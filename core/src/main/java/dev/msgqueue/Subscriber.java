@@ -28,7 +28,7 @@ import org.slf4j.LoggerFactory;
  * <ul>
  *   <li><b>Claiming.</b> One claimer thread claims up to {@code batchSize} messages into the handler slots plus a
  *       bounded buffer of {@code prefetch} messages waiting for a slot. It claims as soon as at least half a batch
- *       fits (so claims stay large and handlers never run dry), again at once while batches come back full, then
+ *       fits (so claims stay large and handlers never run dry), again at once while claims find messages, then
  *       waits for a wake-up, for room, or for the poll interval. Polling never stops, wake-ups or not.</li>
  *   <li><b>Acks.</b> A handler that returns has its message acked together with the others that finished about
  *       then: one receipt-checked statement per flush, when {@code batchSize} acks are pending, {@code ackDelay} after
@@ -327,9 +327,9 @@ public final class Subscriber implements AutoCloseable {
         int got = claimAndDispatch(wanted);
         if (got < 0) {
           followUpAt = NEVER; // the database failed: back off for a poll interval
-        } else if (got == wanted) {
+        } else if (got > 0) {
           woken = false;
-          continue; // a full batch: there may be more
+          continue; // messages were there: there may be more (waiting for the poll here would add its latency)
         }
       }
       long waitUntil = now + pollInterval.toNanos();
