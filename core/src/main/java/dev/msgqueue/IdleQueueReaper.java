@@ -71,11 +71,7 @@ final class IdleQueueReaper {
         deleted = ctx.transactionResult(tx -> {
           QueueStatements.limitLockWaits(tx.dsl(), config.lockTimeout());
           locked.addAll(lockIdleQueues(tx.dsl(), config.reapIdleThreshold(), config.reapBatchSize(), heldBack));
-          if (locked.isEmpty()) {
-            return List.<String>of();
-          }
-          deleteExpiredMessagesOf(tx.dsl(), locked, config.cleanupBatchSize());
-          return deleteEmptyQueues(tx.dsl(), locked);
+          return deleteLocked(tx.dsl(), locked);
         });
       } catch (MsgQueueConnectionException e) {
         throw e;
@@ -111,12 +107,7 @@ final class IdleQueueReaper {
       try {
         deleted.addAll(ctx.transactionResult(tx -> {
           QueueStatements.limitLockWaits(tx.dsl(), config.lockTimeout());
-          List<String> locked = lockIdleQueue(tx.dsl(), queue, config.reapIdleThreshold());
-          if (locked.isEmpty()) {
-            return List.<String>of();
-          }
-          deleteExpiredMessagesOf(tx.dsl(), locked, config.cleanupBatchSize());
-          return deleteEmptyQueues(tx.dsl(), locked);
+          return deleteLocked(tx.dsl(), lockIdleQueue(tx.dsl(), queue, config.reapIdleThreshold()));
         }));
       } catch (MsgQueueConnectionException e) {
         throw e;
@@ -125,6 +116,15 @@ final class IdleQueueReaper {
       }
     }
     return deleted;
+  }
+
+  /** Steps 2 and 3 for the queues step 1 locked in this transaction. @return the queues deleted */
+  private List<String> deleteLocked(DSLContext tx, List<String> locked) {
+    if (locked.isEmpty()) {
+      return List.of();
+    }
+    deleteExpiredMessagesOf(tx, locked, config.cleanupBatchSize());
+    return deleteEmptyQueues(tx, locked);
   }
 
   /**

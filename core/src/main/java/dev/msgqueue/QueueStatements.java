@@ -81,8 +81,9 @@ final class QueueStatements {
   private static final Field<MessageQueueItemStatus> PREVIOUS_STATUS =
       field(name(CLAIMED, "previousStatus"), I.STATUS.getDataType());
   private static final String RECEIPT = "receipt";
-  private static final Field<Long> RECEIPT_ID = field(name(RECEIPT, "id"), SQLDataType.BIGINT);
-  private static final Field<LocalDateTime> RECEIPT_DEADLINE =
+  /** The columns of {@link #receipts}. */
+  static final Field<Long> RECEIPT_ID = field(name(RECEIPT, "id"), SQLDataType.BIGINT);
+  static final Field<LocalDateTime> RECEIPT_DEADLINE =
       field(name(RECEIPT, "deadline"), SQLDataType.LOCALDATETIME(3));
   private static final DataType<Long[]> ID_ARRAY = SQLDataType.BIGINT.getArrayDataType();
   private static final DataType<LocalDateTime[]> DEADLINE_ARRAY = SQLDataType.LOCALDATETIME(3).getArrayDataType();
@@ -347,7 +348,7 @@ final class QueueStatements {
    * The receipts as a table {@code receipt(id, deadline)}. Plain SQL because jOOQ's {@code unnest} takes one array,
    * and PostgreSQL's multi-array form is what zips the two into rows.
    */
-  private static Table<?> receipts(Collection<ClaimedMessage> messages) {
+  static Table<?> receipts(Collection<ClaimedMessage> messages) {
     Long[] ids = new Long[messages.size()];
     LocalDateTime[] deadlines = new LocalDateTime[messages.size()];
     int i = 0;

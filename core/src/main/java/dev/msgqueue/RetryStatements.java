@@ -1,5 +1,8 @@
 package dev.msgqueue;
 
+import static dev.msgqueue.QueueStatements.RECEIPT_DEADLINE;
+import static dev.msgqueue.QueueStatements.RECEIPT_ID;
+import static dev.msgqueue.QueueStatements.receipts;
 import static dev.msgqueue.QueueStatements.utcNow;
 import static dev.msgqueue.QueueStatements.utcNowPlus;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE;
@@ -12,7 +15,6 @@ import static org.jooq.impl.DSL.inline;
 import static org.jooq.impl.DSL.name;
 import static org.jooq.impl.DSL.select;
 import static org.jooq.impl.DSL.selectOne;
-import static org.jooq.impl.DSL.table;
 import static org.jooq.impl.DSL.val;
 
 import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
@@ -26,7 +28,6 @@ import java.util.Optional;
 import org.jooq.CommonTableExpression;
 import org.jooq.Condition;
 import org.jooq.DSLContext;
-import org.jooq.DataType;
 import org.jooq.Field;
 import org.jooq.JSONB;
 import org.jooq.Record1;
@@ -34,7 +35,6 @@ import org.jooq.Record2;
 import org.jooq.Record8;
 import org.jooq.Result;
 import org.jooq.Table;
-import org.jooq.impl.SQLDataType;
 import org.jooq.types.DayToSecond;
 
 /**
@@ -61,12 +61,6 @@ final class RetryStatements {
   private static final MessageQueueItemFailure F = MESSAGE_QUEUE_ITEM_FAILURE;
   private static final Field<LocalDateTime> ONE_MILLISECOND_LATER = I.READ_AFTER.plus(val(DayToSecond.valueOf(
       Duration.ofMillis(1))));
-  private static final String RECEIPT = "receipt";
-  private static final Field<Long> RECEIPT_ID = field(name(RECEIPT, "id"), SQLDataType.BIGINT);
-  private static final Field<LocalDateTime> RECEIPT_DEADLINE =
-      field(name(RECEIPT, "deadline"), SQLDataType.LOCALDATETIME(3));
-  private static final DataType<Long[]> ID_ARRAY = SQLDataType.BIGINT.getArrayDataType();
-  private static final DataType<LocalDateTime[]> DEADLINE_ARRAY = SQLDataType.LOCALDATETIME(3).getArrayDataType();
 
   private RetryStatements() { }
 
@@ -316,22 +310,5 @@ final class RetryStatements {
   private static Condition notHeld() {
     return I.STATUS.eq(MessageQueueItemStatus.PENDING).or(I.READ_AFTER.le(utcNow()))
         .and(I.EXPIRES_AT.gt(utcNow()));
-  }
-
-  /**
-   * The receipts as a table {@code receipt(id, deadline)}. Plain SQL because jOOQ's {@code unnest} takes one array,
-   * and PostgreSQL's multi-array form is what zips the two into rows.
-   */
-  private static Table<?> receipts(Collection<ClaimedMessage> messages) {
-    Long[] ids = new Long[messages.size()];
-    LocalDateTime[] deadlines = new LocalDateTime[messages.size()];
-    int i = 0;
-    for (ClaimedMessage message : messages) {
-      ids[i] = message.id();
-      deadlines[i] = message.receiptDeadline();
-      i++;
-    }
-    return table("unnest({0}, {1})", val(ids, ID_ARRAY), val(deadlines, DEADLINE_ARRAY))
-        .as(RECEIPT, RECEIPT_ID.getName(), RECEIPT_DEADLINE.getName());
   }
 }
