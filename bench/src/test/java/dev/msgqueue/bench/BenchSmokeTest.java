@@ -71,6 +71,9 @@ class BenchSmokeTest {
     JsonNode batching = report.path("scenarios").path("batching").path("rows");
     assertThat(batching).hasSize(4);
     batching.forEach(row -> assertThat(row.path("messages").asLong()).isPositive());
+    JsonNode copied = report.path("scenarios").path("batching").path("copyRows");
+    assertThat(copied).hasSize(4);
+    copied.forEach(row -> assertThat(row.path("messages").asLong()).isPositive());
 
     JsonNode race = report.path("scenarios").path("reaper-race").path("rows");
     assertThat(race).hasSize(ReaperRaceScenario.RUNS.size());
@@ -131,7 +134,7 @@ class BenchSmokeTest {
     assertThat(report.path("notRun")).isEmpty();
 
     assertWellFormedCsv(results.resolve("publish-contention.csv"), expected.size());
-    assertWellFormedCsv(results.resolve("batching.csv"), 4);
+    assertWellFormedCsv(results.resolve("batching.csv"), 8); // publishBatch and COPY at each of 4 batch sizes
     assertWellFormedCsv(results.resolve("reaper-race.csv"), ReaperRaceScenario.RUNS.size());
     assertWellFormedCsv(results.resolve(EndToEndScenario.ID + ".csv"), EndToEndScenario.RUNS.size());
 
