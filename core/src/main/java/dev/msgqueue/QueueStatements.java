@@ -93,9 +93,15 @@ final class QueueStatements {
 
   private QueueStatements() { }
 
-  /** {@code timezone('UTC', now())}: the server's transaction time as UTC wall-clock time. */
+  /**
+   * {@code date_trunc('milliseconds', timezone('UTC', now()))}: the server's transaction time as UTC wall-clock time,
+   * at the columns' millisecond precision. Truncated, not left to the column's rounding: a "readable now" stored
+   * rounded up would keep a message unclaimable for up to half a millisecond after its publish or release.
+   */
   static Field<LocalDateTime> utcNow() {
-    return function("timezone", SQLDataType.LOCALDATETIME, inline("UTC"), currentOffsetDateTime());
+    // date_trunc by name: jOOQ's trunc() knows no millisecond part.
+    return function("date_trunc", SQLDataType.LOCALDATETIME, inline("milliseconds"),
+        function("timezone", SQLDataType.LOCALDATETIME, inline("UTC"), currentOffsetDateTime()));
   }
 
   static Field<LocalDateTime> utcNowPlus(Duration duration) {

@@ -116,6 +116,34 @@ class MicrometerMetricsIT {
   }
 
   @Test
+  void redeliveriesAndDeadLettersAreCountedOnceEach() throws Exception {
+    MessageQueueRepository repository = MessageQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
+    MicrometerMetrics.bind(registry, repository);
+    QueueSpec queue = QueueSpec.durable("m-retry");
+    repository.bindQueue(queue);
+    repository.publishBatch(queue, List.of("1", "2"));
+
+    List<ClaimedMessage> first = repository.claim(queue.name(), 2, Duration.ofMillis(50));
+    assertThat(first).hasSize(2);
+    Thread.sleep(150); // both leases run out: the next claim takes them again
+    List<ClaimedMessage> again = repository.claim(queue.name(), 2, Duration.ofMinutes(1));
+    assertThat(again).hasSize(2);
+    assertThat(counter("msgqueue.messages.redelivered", "m-retry")).isEqualTo(2.0);
+
+    RetryPolicy deadLetterAtOnce = RetryPolicy.builder("m-retry-dead").maxDeliveries(1).build();
+    assertThat(repository.fail(again.get(0), new IllegalStateException("boom"), deadLetterAtOnce))
+        .isEqualTo(FailureOutcome.DEAD_LETTERED);
+    assertThat(repository.fail(again.get(0), new IllegalStateException("stale receipt"), deadLetterAtOnce))
+        .isEqualTo(FailureOutcome.NOT_HELD);
+    assertThat(counter("msgqueue.messages.dead.lettered", "m-retry")).isEqualTo(1.0);
+    assertThat(counter("msgqueue.messages.redelivered", "m-retry")).as("unchanged by the fail").isEqualTo(2.0);
+
+    // Leave no ready message behind for the other tests' statistics (one database per class).
+    assertThat(repository.ack(again.get(1))).isTrue();
+    assertThat(repository.ack(repository.claim("m-retry-dead", 10))).hasSize(1);
+  }
+
+  @Test
   void aTagBoundOutOfRangeIsRefused() {
     MessageQueueRepository repository = MessageQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
     assertThatThrownBy(() -> MicrometerMetrics.bind(registry, repository, 0))
