@@ -36,6 +36,7 @@ import java.util.concurrent.atomic.LongAdder;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Collectors;
+import java.util.stream.Stream;
 import javax.sql.DataSource;
 import org.jooq.DSLContext;
 import org.jooq.ExecuteContext;
@@ -90,6 +91,10 @@ class LedgerChaosIT {
   private static final long RESTART_DOWN_MILLIS = 500;
   /** No restart this close to the end of publishing, so every recovery is measured while publishers still run. */
   private static final long RESTART_QUIET_END_MILLIS = 10_000;
+  /** Handlers fail: a poison message always (dead-lettered after three deliveries), a flaky one on its first try. */
+  private static final QueueSpec DEAD_LETTERS = QueueSpec.durable("chaos-dead-letters");
+  private static final RetryPolicy RETRY = RetryPolicy.builder(DEAD_LETTERS.name())
+      .initialBackoff(Duration.ofMillis(50)).maxBackoff(Duration.ofMillis(500)).maxDeliveries(3).build();
   private static final Pattern TOKEN = Pattern.compile("\"p\": (\\d+), \"s\": (\\d+)");
 
   /** What the publisher knows about a message after its publish call returned or threw. */
@@ -106,6 +111,11 @@ class LedgerChaosIT {
 
   private final Map<Long, Outcome> ledger = new ConcurrentHashMap<>();
   private final Map<Long, AtomicInteger> handled = new ConcurrentHashMap<>();
+  /** Tokens found in the dead-letter queue: settled, like handled ones. */
+  private final Set<Long> deadLettered = ConcurrentHashMap.newKeySet();
+  private final Map<Long, AtomicInteger> flakyAttempts = new ConcurrentHashMap<>();
+  private final LongAdder handlerFailures = new LongAdder();
+  private final LongAdder slowHandlers = new LongAdder();
   private final ConcurrentLinkedQueue<String> publishFailures = new ConcurrentLinkedQueue<>();
   /** Unexpected failures of the reaper, cleanup and subscriber starts (reported, not expected). */
   private final ConcurrentLinkedQueue<String> reaperFailures = new ConcurrentLinkedQueue<>();
@@ -257,8 +267,10 @@ class LedgerChaosIT {
         boolean pendingItems;
         try {
           pendingItems = observer.fetchExists(MESSAGE_QUEUE_ITEM,
-              MESSAGE_QUEUE_ITEM.EXPIRES_AT.gt(QueueStatements.utcNow()));
-        } catch (DataAccessException e) {
+              MESSAGE_QUEUE_ITEM.EXPIRES_AT.gt(QueueStatements.utcNow())
+                  .and(MESSAGE_QUEUE_ITEM.QUEUE_ID.isDistinctFrom(DEAD_LETTERS.name())));
+          readDeadLetters(observer);
+        } catch (DataAccessException | MsgQueueException e) {
           Thread.sleep(100); // a pooled connection broken by a restart: the pool replaces it
           continue;
         }
@@ -299,6 +311,13 @@ class LedgerChaosIT {
         .isEmpty();
     assertThat(unhandledCommitted()).as("committed (acknowledged) messages never handled").isEmpty();
     assertThat(phantoms()).as("handled messages that were never published or whose publish failed").isEmpty();
+    Set<Long> committedPoison = ledger.entrySet().stream()
+        .filter(entry -> entry.getValue() == Outcome.COMMITTED && isPoison(entry.getKey()))
+        .map(Map.Entry::getKey).collect(Collectors.toSet());
+    assertThat(deadLettered).as("every committed poison message dead-lettered").containsAll(committedPoison);
+    assertThat(committedPoison).as("poison messages were published").isNotEmpty();
+    assertThat(handled.keySet()).as("a poison message is never handled").noneMatch(LedgerChaosIT::isPoison);
+    assertThat(handlerFailures.sum()).isPositive();
     assertThat(unexpiredOrphansSeen.sum()).as("unexpired items with queueId NULL, over %d scans", orphanScans.sum())
         .isZero();
     assertThat(drainedAt).as("drained within %s", DRAIN_LIMIT).isPositive();
@@ -379,12 +398,26 @@ class LedgerChaosIT {
   private Subscriber subscriber(MessageQueueRepository repository, QueueSpec queue, WakeupListener wakeups,
       Runnable onDelivery) {
     return Subscriber.builder(repository, queue, message -> {
-          handled.computeIfAbsent(tokenOf(message.payload()), token -> new AtomicInteger()).incrementAndGet();
+          long token = tokenOf(message.payload());
+          if (isPoison(token)) {
+            handlerFailures.increment();
+            throw new IllegalStateException("poison message " + token);
+          }
+          if (isFlaky(token) && flakyAttempts.computeIfAbsent(token, t -> new AtomicInteger()).getAndIncrement() == 0) {
+            handlerFailures.increment();
+            throw new IllegalStateException("flaky message " + token + ", first try");
+          }
+          if (isSlow(token)) {
+            slowHandlers.increment();
+            Thread.sleep(LEASE.toMillis() * 3 / 2); // outlives its first lease: renewed, not redelivered
+          }
+          handled.computeIfAbsent(token, t -> new AtomicInteger()).incrementAndGet();
           deliveries.increment();
           lastDelivered.set(System.nanoTime());
           onDelivery.run();
         })
         .lease(LEASE)
+        .retryPolicy(RETRY)
         .concurrency(4)
         .batchSize(10)
         .pollInterval(Duration.ofMillis(200))
@@ -558,14 +591,15 @@ class LedgerChaosIT {
 
   private Set<Long> unhandledCommitted() {
     return ledger.entrySet().stream()
-        .filter(entry -> entry.getValue() == Outcome.COMMITTED && !handled.containsKey(entry.getKey()))
+        .filter(entry -> entry.getValue() == Outcome.COMMITTED && !handled.containsKey(entry.getKey())
+            && !deadLettered.contains(entry.getKey()))
         .map(Map.Entry::getKey)
         .collect(Collectors.toSet());
   }
 
   /** Handled tokens that no publish returned for, nor left with an unknown outcome. */
   private Set<Long> phantoms() {
-    return handled.keySet().stream()
+    return Stream.concat(handled.keySet().stream(), deadLettered.stream())
         .filter(token -> {
           Outcome outcome = ledger.get(token);
           return outcome == null || outcome == Outcome.FAILED;
@@ -602,6 +636,8 @@ class LedgerChaosIT {
             + " short-lived handled %d; committed never handled %d; phantoms %d%n",
         handled.size(), deliveries.sum(), duplicates, handledUnknown, handledEphemeral, unhandledCommitted().size(),
         phantoms().size());
+    System.out.printf("chaos: handler failures %d (poison and first tries of flaky messages), slow handlers %d,"
+        + " dead-lettered %d%n", handlerFailures.sum(), slowHandlers.sum(), deadLettered.size());
     System.out.printf("chaos: unknown outcomes by the statement that failed: %s%n", unknownByStage);
     System.out.printf("chaos: reaps %d, heals %d, expired items deleted %d, unexpired orphans seen %d in %d scans%n",
         reaps.sum(), heals.sum(), expiredDeleted.sum(), unexpiredOrphansSeen.sum(), orphanScans.sum());
@@ -643,6 +679,32 @@ class LedgerChaosIT {
 
   private static String payload(long token) {
     return "{\"p\": " + token / 1_000_000_000L + ", \"s\": " + token % 1_000_000_000L + "}";
+  }
+
+  private static boolean isPoison(long token) {
+    return token % 101 == 0;
+  }
+
+  private static boolean isFlaky(long token) {
+    return token % 37 == 0;
+  }
+
+  private static boolean isSlow(long token) {
+    return token % 211 == 0;
+  }
+
+  /** Reads every dead letter's token (the dead-letter queue holds them until their TTL). */
+  private void readDeadLetters(DSLContext observer) {
+    MessageQueueRepository reader = MessageQueueRepository.create(observer, MsgQueueConfig.defaults());
+    long afterId = 0;
+    List<DeadLetter> page;
+    do {
+      page = reader.deadLetters(DEAD_LETTERS.name(), afterId, 1_000);
+      for (DeadLetter letter : page) {
+        deadLettered.add(tokenOf(letter.payload()));
+        afterId = letter.id();
+      }
+    } while (page.size() == 1_000);
   }
 
   private static long tokenOf(String payload) {
