@@ -231,7 +231,7 @@ class LedgerChaosIT {
       Thread faults = faultInjector != null ? start("chaos-faults", () -> faultInjector.accept(db)) : null;
 
       for (Thread thread : threads.subList(2, 2 + PUBLISHERS)) {
-        thread.join(RUN.plusSeconds(120).toMillis());
+        thread.join(run.plusSeconds(120).toMillis());
         assertThat(thread.isAlive()).as("%s stopped", thread.getName()).isFalse();
       }
       publishing = false; // stops the fault thread too: the drain runs on a healthy database
