@@ -239,9 +239,10 @@ class PublishCoalescingIT {
         stored++;
       }
     }
-    assertThat(stored).isEqualTo(THREADS - 1);
+    // The expired first message may or may not be gone, depending on whether it committed before the reap.
+    assertThat(stored).isBetween(THREADS - 1, THREADS);
     assertThat(rows.exists("healed-coalesced")).isTrue();
-    assertThat(rows.itemsOf("healed-coalesced")).as("all but the expired first").isEqualTo(THREADS - 1);
+    assertThat(rows.itemsOf("healed-coalesced")).as("every message but perhaps the expired first").isEqualTo(stored);
     assertThat(rows.unexpiredOrphans()).isZero();
     // insert 2 failed with 23503 (queue reaped), insert 3 is the heal of the same batch
     assertThat(insertSizes.get(1)).isGreaterThan(1);
