@@ -1,6 +1,5 @@
 package dev.msgqueue;
 
-import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
 import java.sql.Connection;
 import java.time.Duration;
 import java.time.Instant;
@@ -298,11 +297,7 @@ public final class MessageQueueRepository {
       throw new IllegalArgumentException("max must be in [1, " + MAX_BATCH_SIZE + "], was " + max);
     }
     long start = System.nanoTime();
-    List<ClaimedMessage> claimed = new ArrayList<>();
-    for (var row : QueueStatements.claim(ctx, queueName, max, lease)) {
-      claimed.add(new ClaimedMessage(row.value1(), row.value2(), row.value3(), row.value4(),
-          row.value5() == MessageQueueItemStatus.ASSIGNED));
-    }
+    List<ClaimedMessage> claimed = QueueStatements.claim(ctx, queueName, max, lease);
     claimed.sort(Comparator.comparingLong(ClaimedMessage::id));
     long redelivered = claimed.stream().filter(ClaimedMessage::redelivered).count();
     if (redelivered > 0) {
