@@ -89,7 +89,12 @@ public final class Subscriber implements AutoCloseable {
   private final long ackDelayNanos;
   private final Duration closeTimeout;
   private final Semaphore slots;
+  private final int concurrency;
   private final ExecutorService handlers;
+  /** Claimed messages not yet taken by a handler thread, oldest first. */
+  private final ConcurrentLinkedQueue<Held> ready = new ConcurrentLinkedQueue<>();
+  /** Handler threads running {@link #handleReady}; at most {@link #concurrency}. */
+  private final AtomicInteger busyHandlerThreads = new AtomicInteger();
   private final Thread claimer;
   private final Thread housekeeper;
   private final Runnable unregisterWakeups;
@@ -97,7 +102,7 @@ public final class Subscriber implements AutoCloseable {
   private final ReentrantLock lock = new ReentrantLock();
   private final Condition signalled = lock.newCondition();
   private boolean wakeRequested; // guarded by lock
-  private boolean waitingForRoom; // guarded by lock
+  private volatile boolean waitingForRoom; // written under lock, read without it by finishing handlers
   private volatile boolean running = true;
   private volatile boolean stopping; // close(): buffered messages are handed back instead of started
   private final AtomicBoolean closed = new AtomicBoolean();
@@ -139,6 +144,7 @@ public final class Subscriber implements AutoCloseable {
     this.ackDelayNanos = builder.ackDelay.toNanos();
     this.closeTimeout = builder.closeTimeout;
     this.slots = new Semaphore(capacity);
+    this.concurrency = builder.concurrency;
     this.handlers = Executors.newFixedThreadPool(builder.concurrency, named("msgqueue-handler-" + queue.name()));
     this.claimer = named("msgqueue-claimer-" + queue.name()).newThread(this::claimUntilClosed);
     this.housekeeper = named("msgqueue-housekeeper-" + queue.name()).newThread(this::housekeepUntilClosed);
@@ -181,7 +187,7 @@ public final class Subscriber implements AutoCloseable {
     }
     long deadline = System.nanoTime() + timeout.toNanos();
     unregisterWakeups.run();
-    signal(true);
+    signalWake();
     boolean finishedInTime = false;
     try {
       claimer.join(Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime())));
@@ -231,7 +237,7 @@ public final class Subscriber implements AutoCloseable {
   /** Claims at once (called by the {@link WakeupListener}). */
   void wake() {
     wakeups.incrementAndGet();
-    signal(true);
+    signalWake();
   }
 
   boolean isClosing() {
@@ -368,14 +374,61 @@ public final class Subscriber implements AutoCloseable {
       slots.acquireUninterruptibly();
       Held entry = new Held(message, claimedAt, claimedAt + leaseNanos);
       held.put(message.id(), entry);
-      try {
-        handlers.execute(() -> handle(entry));
-      } catch (RejectedExecutionException e) {
-        // Only after close() gave up waiting for a claim stuck in the database; close() hands it back.
-        slots.release();
-      }
+      ready.add(entry);
+    }
+    if (!claimed.isEmpty()) {
+      startHandlerThread();
     }
     return claimed.size();
+  }
+
+  /**
+   * Puts one more handler thread to work on {@link #ready}, unless {@code concurrency} already are. Each handler
+   * thread that takes a message while more are ready starts the next one, so threads join only while messages wait
+   * for them: a batch of quick handlers costs a hand-off or two, not one per message, and slow handlers still get
+   * every thread within a few hand-offs' time.
+   */
+  private void startHandlerThread() {
+    if (reserveHandlerThread()) {
+      try {
+        handlers.execute(this::handleReady);
+      } catch (RejectedExecutionException e) {
+        // Only after close() gave up waiting for a claim stuck in the database; close() hands the messages back.
+        busyHandlerThreads.decrementAndGet();
+      }
+    }
+  }
+
+  private boolean reserveHandlerThread() {
+    while (true) {
+      int busy = busyHandlerThreads.get();
+      if (busy >= concurrency) {
+        return false;
+      }
+      if (busyHandlerThreads.compareAndSet(busy, busy + 1)) {
+        return true;
+      }
+    }
+  }
+
+  /**
+   * A handler thread's work: handles ready messages until there are none. A message made ready after this thread's
+   * last look, while every handler thread still counted as busy, started none: the re-check after leaving picks it up.
+   */
+  private void handleReady() {
+    do {
+      try {
+        Held entry;
+        while ((entry = ready.poll()) != null) {
+          if (!ready.isEmpty()) {
+            startHandlerThread();
+          }
+          handle(entry);
+        }
+      } finally {
+        busyHandlerThreads.decrementAndGet();
+      }
+    } while (!ready.isEmpty() && reserveHandlerThread());
   }
 
   private void handle(Held entry) {
@@ -421,7 +474,9 @@ public final class Subscriber implements AutoCloseable {
       entry.done = true;
       finished.add(entry);
       int pending = finishedCount.incrementAndGet();
-      if (pending == 1 || pending >= batchSize) {
+      // Once when the first ack is pending (its delay starts) and once when a batch is full: every message passes
+      // here, and the housekeeper looks again by itself while a full batch is still pending after a flush.
+      if (pending == 1 || pending == batchSize) {
         requestHousekeeping();
       }
     } finally {
@@ -429,7 +484,7 @@ public final class Subscriber implements AutoCloseable {
         inFlight.decrementAndGet();
       }
       slots.release();
-      signal(false);
+      roomFreed();
     }
   }
 
@@ -468,6 +523,9 @@ public final class Subscriber implements AutoCloseable {
       }
       if (nextRenewal != NEVER) {
         waitUntil = Math.min(waitUntil, nextRenewal);
+      }
+      if (finishedCount.get() >= batchSize) {
+        continue; // a full batch finished while this one was flushed
       }
       awaitHousekeeping(waitUntil);
     }
@@ -637,18 +695,31 @@ public final class Subscriber implements AutoCloseable {
     }
   }
 
-  /** @param wake a wake-up or close; otherwise freed room, which matters only to a claimer waiting for it */
-  private void signal(boolean wake) {
+  /** A wake-up or close: the claimer claims (or stops) at once. */
+  private void signalWake() {
     lock.lock();
     try {
-      if (wake) {
-        wakeRequested = true;
-        signalled.signalAll();
-      } else if (waitingForRoom && slots.availablePermits() >= claimThreshold) {
-        signalled.signalAll();
-      }
+      wakeRequested = true;
+      signalled.signalAll();
     } finally {
       lock.unlock();
+    }
+  }
+
+  /**
+   * A handler finished and released its slot: wakes the claimer if it waits for this much room. Lock-free unless it
+   * does, since every message passes here. No wake-up is lost: the claimer sets {@link #waitingForRoom} before it
+   * reads the free slots, and this reads the flag after releasing the slot, so one of the two sees the other; and the
+   * claimer holds the lock from that read until it waits.
+   */
+  private void roomFreed() {
+    if (waitingForRoom && slots.availablePermits() >= claimThreshold) {
+      lock.lock();
+      try {
+        signalled.signalAll();
+      } finally {
+        lock.unlock();
+      }
     }
   }
 
