@@ -227,6 +227,32 @@ class SubscriberIT {
   }
 
   @Test
+  void slowHandlersGetEveryHandlerThreadAndNoMore() throws Exception {
+    QueueSpec spec = QueueSpec.durable("every-thread");
+    repository.bindQueue(spec);
+    repository.publishBatch(spec, IntStream.range(0, 24).mapToObj(Integer::toString).toList());
+    int concurrency = 8;
+    java.util.concurrent.CountDownLatch allRunning = new java.util.concurrent.CountDownLatch(concurrency);
+    AtomicInteger running = new AtomicInteger();
+    AtomicInteger maxRunning = new AtomicInteger();
+    AtomicInteger gaveUpWaiting = new AtomicInteger();
+    // Each of the first handlers holds its thread until `concurrency` run at once: only if every handler thread joins
+    // while messages wait do they all get there (a thread that joined late, or never, leaves them waiting 10 s).
+    Subscriber subscriber = closeLater(Subscriber.builder(repository, spec, message -> {
+      maxRunning.accumulateAndGet(running.incrementAndGet(), Math::max);
+      allRunning.countDown();
+      if (!allRunning.await(10, java.util.concurrent.TimeUnit.SECONDS)) {
+        gaveUpWaiting.incrementAndGet();
+      }
+      running.decrementAndGet();
+    }).concurrency(concurrency).batchSize(24).pollInterval(Duration.ofMillis(50)).start());
+
+    await("all acked", () -> subscriber.acked() == 24);
+    assertThat(gaveUpWaiting).hasValue(0);
+    assertThat(maxRunning).hasValue(concurrency);
+  }
+
+  @Test
   void aLiveSubscriberKeepsAnIdleAutoDeletedQueueAliveUntilItCloses() throws Exception {
     // Touches every 500 ms against a 3 s threshold: 2.5 s of slack for a loaded machine.
     Duration threshold = Duration.ofSeconds(3);
