@@ -227,6 +227,26 @@ class SubscriberIT {
   }
 
   @Test
+  void afterMessagesAnEmptyClaimIsRetriedSoonThenLessAndLessOften() throws Exception {
+    QueueSpec spec = QueueSpec.durable("recheck");
+    repository.bindQueue(spec);
+    repository.publish(spec, "1");
+    BlockingQueue<Long> delivered = new LinkedBlockingQueue<>();
+    Subscriber subscriber = closeLater(Subscriber.builder(repository, spec, message -> delivered.add(message.id()))
+        .pollInterval(Subscriber.MAX_POLL_INTERVAL).start());
+    take(delivered);
+    Thread.sleep(50);
+    long second = repository.publish(spec, "2");
+
+    // No wake-ups and an hour's poll interval: only the re-checks that follow a claim that found messages find it.
+    assertThat(delivered.poll(5, TimeUnit.SECONDS)).isEqualTo(second);
+    long rounds = subscriber.claimRounds();
+    Thread.sleep(3_000);
+    // After 1, 2, 4, ... ms: about log2(3000) = 11 empty claims in 3 s, not one per millisecond nor none.
+    assertThat(subscriber.claimRounds() - rounds).isBetween(5L, 14L);
+  }
+
+  @Test
   void slowHandlersGetEveryHandlerThreadAndNoMore() throws Exception {
     QueueSpec spec = QueueSpec.durable("every-thread");
     repository.bindQueue(spec);
