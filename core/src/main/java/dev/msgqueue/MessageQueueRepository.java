@@ -326,6 +326,22 @@ public final class MessageQueueRepository {
     return acked;
   }
 
+  /**
+   * {@link #ack(Collection)} of messages of one queue, for a subscriber that needs only the count: the ids are not
+   * returned, so nothing is sent back or mapped per message.
+   *
+   * @return how many were deleted
+   */
+  int ackCount(String queueName, Collection<ClaimedMessage> messages) {
+    if (messages.isEmpty()) {
+      return 0;
+    }
+    long start = System.nanoTime();
+    int deleted = QueueStatements.ackCount(ctx, messages);
+    events().acked(queueName, deleted, System.nanoTime() - start);
+    return deleted;
+  }
+
   /** Acks one claimed message. @return whether it was deleted (see {@link #ack(Collection)}) */
   public boolean ack(ClaimedMessage message) {
     return !ack(List.of(Arguments.requireNonNull(message, "message"))).isEmpty();

@@ -383,6 +383,16 @@ final class QueueStatements {
         .fetch(Record1::value1);
   }
 
+  /** {@link #ack} without returning the ids: @return how many were deleted */
+  static int ackCount(DSLContext ctx, Collection<ClaimedMessage> messages) {
+    return ctx.deleteFrom(I)
+        .using(receipts(messages))
+        .where(I.ID.eq(RECEIPT_ID))
+        .and(I.READ_AFTER.eq(RECEIPT_DEADLINE))
+        .and(I.STATUS.eq(inline(MessageQueueItemStatus.ASSIGNED)))
+        .execute();
+  }
+
   /**
    * Hands claimed items whose receipts still match back to the queue, claimable at once: the batched form of
    * {@link #nack} with no delay, for messages a subscriber claimed but never started (it is closing, or their lease

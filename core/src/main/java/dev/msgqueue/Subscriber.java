@@ -561,7 +561,7 @@ public final class Subscriber implements AutoCloseable {
     finishedCount.addAndGet(-batch.size());
     ackFlushes.incrementAndGet();
     try {
-      int deleted = repository.ack(batch).size();
+      int deleted = repository.ackCount(queue.name(), batch);
       acked.addAndGet(deleted);
       if (deleted < batch.size()) {
         log.warn("{} of {} handled message(s) of \"{}\" were not acked: their lease ran out and another claim took"

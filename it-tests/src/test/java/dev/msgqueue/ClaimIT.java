@@ -304,6 +304,21 @@ class ClaimIT {
   }
 
   @Test
+  void theSubscribersCountingAckChecksReceiptsTheSameWay() {
+    QueueSpec spec = bound("stale-in-counted-batch");
+    List<Long> ids = repository.publishBatch(spec, List.of("1", "2", "3"));
+    List<ClaimedMessage> claimed = repository.claim(spec.name(), 3, LONG_LEASE);
+    expireLease(ids.get(0));
+    ClaimedMessage reclaimed = repository.claim(spec.name(), 10, LONG_LEASE).get(0);
+
+    assertThat(repository.ackCount(spec.name(), claimed)).isEqualTo(2);
+    assertThat(row(ids.get(0)).getReadAfter()).isEqualTo(reclaimed.receiptDeadline());
+    assertThat(row(ids.get(1))).isNull();
+    assertThat(row(ids.get(2))).isNull();
+    assertThat(repository.ackCount(spec.name(), List.of(reclaimed))).isEqualTo(1);
+  }
+
+  @Test
   void theClaimsGenericPlanWalksTheQueueIndexWhateverPlanCacheModeSays() throws Exception {
     QueueSpec spec = bound("generic-plan");
     QueueSpec other = bound("generic-plan-other");
