@@ -31,6 +31,7 @@ import org.jooq.CommonTableExpression;
 import org.jooq.Condition;
 import org.jooq.DSLContext;
 import org.jooq.DatePart;
+import org.jooq.DeleteConditionStep;
 import org.jooq.DataType;
 import org.jooq.Field;
 import org.jooq.InsertOnDuplicateSetMoreStep;
@@ -374,23 +375,21 @@ final class QueueStatements {
    * @return the ids deleted
    */
   static List<Long> ack(DSLContext ctx, Collection<ClaimedMessage> messages) {
-    return ctx.deleteFrom(I)
-        .using(receipts(messages))
-        .where(I.ID.eq(RECEIPT_ID))
-        .and(I.READ_AFTER.eq(RECEIPT_DEADLINE))
-        .and(I.STATUS.eq(inline(MessageQueueItemStatus.ASSIGNED)))
-        .returningResult(I.ID)
-        .fetch(Record1::value1);
+    return deleteHeld(ctx, messages).returningResult(I.ID).fetch(Record1::value1);
   }
 
   /** {@link #ack} without returning the ids: @return how many were deleted */
   static int ackCount(DSLContext ctx, Collection<ClaimedMessage> messages) {
+    return deleteHeld(ctx, messages).execute();
+  }
+
+  private static DeleteConditionStep<MessageQueueItemRecord> deleteHeld(
+      DSLContext ctx, Collection<ClaimedMessage> messages) {
     return ctx.deleteFrom(I)
         .using(receipts(messages))
         .where(I.ID.eq(RECEIPT_ID))
         .and(I.READ_AFTER.eq(RECEIPT_DEADLINE))
-        .and(I.STATUS.eq(inline(MessageQueueItemStatus.ASSIGNED)))
-        .execute();
+        .and(I.STATUS.eq(inline(MessageQueueItemStatus.ASSIGNED)));
   }
 
   /**
