@@ -188,6 +188,7 @@ public final class Subscriber implements AutoCloseable {
   public boolean close(Duration timeout) {
     Arguments.requireWithin(timeout, "timeout", Duration.ZERO, MAX_CLOSE_TIMEOUT);
     running = false; // before `closed`, so whoever sees isClosing() knows no new claim starts
+    stopping = true; // and no buffered message either: a handler thread that frees up hands them back
     if (!closed.compareAndSet(false, true)) {
       return handlers.isTerminated();
     }
@@ -200,7 +201,6 @@ public final class Subscriber implements AutoCloseable {
       if (claimer.isAlive()) {
         claimer.interrupt(); // stuck in a claim statement: give up on it
       }
-      stopping = true;
       handlers.shutdown();
       finishedInTime = handlers.awaitTermination(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
     } catch (InterruptedException e) {
