@@ -29,11 +29,12 @@ import org.slf4j.LoggerFactory;
  *   <li><b>Claiming.</b> One claimer thread claims up to {@code batchSize} messages into the handler slots plus a
  *       bounded buffer of {@code prefetch} messages waiting for a slot. It claims as soon as at least half a batch
  *       fits (so claims stay large and handlers never run dry), again at once while claims find messages, then
- *       waits for a wake-up, for room, or for the poll interval. After claims that found messages, the first empty
- *       claim is followed by others after 1, 2, 4, ... ms up to the poll interval: a queue that was busy a moment
- *       ago is likely to get more, and publishers commit in groups, so a steady stream is picked up within
- *       milliseconds even without a {@link WakeupListener}, at the cost of about {@code log2(pollInterval / 1 ms)}
- *       empty claims when the stream stops. Polling never stops, wake-ups or not.</li>
+ *       waits for a wake-up, for room, or for the poll interval. After the start and after claims that found
+ *       messages, the first empty claim is followed by others after 1, 2, 4, ... ms up to the poll interval: a queue
+ *       that was busy a moment ago (or whose publishers start with the service) is likely to get more, and
+ *       publishers commit in groups, so a steady stream is picked up within milliseconds even without a
+ *       {@link WakeupListener}, at the cost of about {@code log2(pollInterval / 1 ms)} empty claims when the stream
+ *       stops. Polling never stops, wake-ups or not.</li>
  *   <li><b>Acks.</b> A handler that returns has its message acked together with the others that finished about
  *       then: one receipt-checked statement per flush, when {@code batchSize} acks are pending, {@code ackDelay} after
  *       the first pending one, and on close. A receipt that no longer matches (its lease ran out and another claim
@@ -325,7 +326,8 @@ public final class Subscriber implements AutoCloseable {
   private void claimLoop() {
     long followUpNanos = repository.config().wakeupWindow().toNanos();
     long followUpAt = NEVER;
-    long recheckNanos = NEVER; // after claims that found messages: the wait after the next empty claim
+    // After start and after claims that found messages: the wait after the next empty claim.
+    long recheckNanos = FIRST_RECHECK_NANOS;
     boolean woken = false;
     while (running) {
       long now = System.nanoTime();
