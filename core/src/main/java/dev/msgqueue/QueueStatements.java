@@ -89,7 +89,7 @@ final class QueueStatements {
   static final Field<Long> RECEIPT_ID = field(name(RECEIPT, "id"), SQLDataType.BIGINT);
   static final Field<LocalDateTime> RECEIPT_DEADLINE =
       field(name(RECEIPT, "deadline"), SQLDataType.LOCALDATETIME(3));
-  private static final DataType<Long[]> ID_ARRAY = SQLDataType.BIGINT.getArrayDataType();
+  private static final DataType<Long[]> BIGINT_ARRAY = SQLDataType.BIGINT.getArrayDataType();
   private static final String ZIPPED = "zipped";
   private static final Field<Long> ZIPPED_ID = field(name(ZIPPED, "id"), SQLDataType.BIGINT);
   private static final Field<Long> ZIPPED_MILLIS = field(name(ZIPPED, "millis"), SQLDataType.BIGINT);
@@ -310,13 +310,11 @@ final class QueueStatements {
   static List<ClaimedMessage> claim(DSLContext ctx, String queue, int max, Duration lease) {
     List<ClaimedMessage> claimed = new ArrayList<>(Math.min(max, 1_000));
     if (lease == null) {
-      for (Record3<Long, JSONB, Long> row
-          : claimUpdate(ctx, queue, max, null).returningResult(I.ID, I.PAYLOAD, epochMillis(I.READ_AFTER)).fetch()) {
+      for (Record3<Long, JSONB, Long> row : claimPending(ctx, queue, max).fetch()) {
         claimed.add(new ClaimedMessage(row.value1(), queue, row.value2(), fromEpochMillis(row.value3()), false));
       }
     } else {
-      for (Record4<Long, JSONB, Long, MessageQueueItemStatus> row : claimUpdate(ctx, queue, max, lease)
-          .returningResult(I.ID, I.PAYLOAD, epochMillis(I.READ_AFTER), PREVIOUS_STATUS).fetch()) {
+      for (Record4<Long, JSONB, Long, MessageQueueItemStatus> row : claimLeased(ctx, queue, max, lease).fetch()) {
         claimed.add(new ClaimedMessage(row.value1(), queue, row.value2(), fromEpochMillis(row.value3()),
             row.value4() == MessageQueueItemStatus.ASSIGNED));
       }
@@ -326,10 +324,17 @@ final class QueueStatements {
 
   /** The statement {@link #claim} runs. */
   static ResultQuery<?> claimQuery(DSLContext ctx, String queue, int max, Duration lease) {
-    var update = claimUpdate(ctx, queue, max, lease);
-    return lease == null
-        ? update.returningResult(I.ID, I.PAYLOAD, epochMillis(I.READ_AFTER))
-        : update.returningResult(I.ID, I.PAYLOAD, epochMillis(I.READ_AFTER), PREVIOUS_STATUS);
+    return lease == null ? claimPending(ctx, queue, max) : claimLeased(ctx, queue, max, lease);
+  }
+
+  private static ResultQuery<Record3<Long, JSONB, Long>> claimPending(DSLContext ctx, String queue, int max) {
+    return claimUpdate(ctx, queue, max, null).returningResult(I.ID, I.PAYLOAD, epochMillis(I.READ_AFTER));
+  }
+
+  private static ResultQuery<Record4<Long, JSONB, Long, MessageQueueItemStatus>> claimLeased(
+      DSLContext ctx, String queue, int max, Duration lease) {
+    return claimUpdate(ctx, queue, max, lease)
+        .returningResult(I.ID, I.PAYLOAD, epochMillis(I.READ_AFTER), PREVIOUS_STATUS);
   }
 
   private static UpdateConditionStep<MessageQueueItemRecord> claimUpdate(
@@ -430,7 +435,7 @@ final class QueueStatements {
       deadlines[i] = epochMillis(message.receiptDeadline());
       i++;
     }
-    Table<?> zipped = table("unnest({0}, {1})", val(ids, ID_ARRAY), val(deadlines, ID_ARRAY))
+    Table<?> zipped = table("unnest({0}, {1})", val(ids, BIGINT_ARRAY), val(deadlines, BIGINT_ARRAY))
         .as(ZIPPED, ZIPPED_ID.getName(), ZIPPED_MILLIS.getName());
     return select(ZIPPED_ID.as(RECEIPT_ID.getName()), fromEpochMillis(ZIPPED_MILLIS).as(RECEIPT_DEADLINE.getName()))
         .from(zipped)
