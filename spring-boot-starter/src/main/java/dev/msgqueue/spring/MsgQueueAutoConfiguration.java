@@ -5,28 +5,26 @@ import dev.msgqueue.MessageQueueRepository;
 import dev.msgqueue.MicrometerMetrics;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.WakeupListener;
-import io.micrometer.core.instrument.MeterRegistry;
-import java.sql.DriverManager;
+import io.micrometer.core.instrument.binder.MeterBinder;
 import java.util.Arrays;
+import java.util.List;
 import java.util.Properties;
 import javax.sql.DataSource;
 import org.jooq.DSLContext;
+import org.jooq.ExecuteListener;
 import org.jooq.ExecuteListenerProvider;
 import org.springframework.beans.factory.ObjectProvider;
-import org.springframework.boot.actuate.autoconfigure.health.ConditionalOnEnabledHealthIndicator;
-import org.springframework.boot.actuate.health.HealthIndicator;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
-import org.springframework.boot.autoconfigure.jdbc.DataSourceProperties;
-import org.springframework.boot.autoconfigure.jooq.ExceptionTranslatorExecuteListener;
-import org.springframework.boot.autoconfigure.jooq.JooqAutoConfiguration;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.core.env.Environment;
 import org.springframework.jdbc.datasource.TransactionAwareDataSourceProxy;
+import org.springframework.util.ClassUtils;
 
 /**
  * msgqueue for a Spring Boot application with a jOOQ {@link DSLContext}:
@@ -39,12 +37,15 @@ import org.springframework.jdbc.datasource.TransactionAwareDataSourceProxy;
  *       {@code msgqueue.listener.*} or else {@code spring.datasource.*};</li>
  *   <li>a {@link Housekeeper} (the reaper and the expired-message cleanup on an interval, one replica per tick);</li>
  *   <li>a subscriber for every {@link MsgQueueListener} method, stopped before the {@code DataSource} closes;</li>
- *   <li>with Actuator, a {@code msgqueue} health indicator;</li>
- *   <li>with a Micrometer {@code MeterRegistry}, msgqueue's meters.</li>
+ *   <li>with Actuator, the {@code msgqueue} health indicator ({@link MsgQueueHealth});</li>
+ *   <li>with Micrometer, msgqueue's meters as a {@code MeterBinder}, which Boot binds to every registry it creates.</li>
  * </ul>
- * Every bean backs off when the application defines its own.
+ * Every bean backs off when the application defines its own. It runs on Spring Boot 3.5 and 4.0: it names the classes
+ * that moved between the two lines (jOOQ's auto-configuration and exception translator, the health API) by name only.
  */
-@AutoConfiguration(after = JooqAutoConfiguration.class)
+@AutoConfiguration(afterName = {
+    "org.springframework.boot.autoconfigure.jooq.JooqAutoConfiguration", // Boot 3
+    "org.springframework.boot.jooq.autoconfigure.JooqAutoConfiguration"}) // Boot 4
 @ConditionalOnClass({MessageQueueRepository.class, DSLContext.class})
 @ConditionalOnBean(DSLContext.class)
 @EnableConfigurationProperties(MsgQueueProperties.class)
@@ -76,37 +77,29 @@ public class MsgQueueAutoConfiguration {
    */
   static DSLContext withoutSpringExceptionTranslation(DSLContext dsl) {
     ExecuteListenerProvider[] kept = Arrays.stream(dsl.configuration().executeListenerProviders())
-        .filter(provider -> !(provider.provide() instanceof ExceptionTranslatorExecuteListener))
+        .filter(provider -> !isSpringExceptionTranslator(provider.provide()))
         .toArray(ExecuteListenerProvider[]::new);
     return dsl.configuration().derive(kept).dsl();
+  }
+
+  private static final List<String> EXCEPTION_TRANSLATORS = List.of(
+      "org.springframework.boot.autoconfigure.jooq.ExceptionTranslatorExecuteListener", // Boot 3
+      "org.springframework.boot.jooq.autoconfigure.ExceptionTranslatorExecuteListener"); // Boot 4
+
+  private static boolean isSpringExceptionTranslator(ExecuteListener listener) {
+    ClassLoader loader = listener.getClass().getClassLoader();
+    return EXCEPTION_TRANSLATORS.stream().anyMatch(name -> ClassUtils.isPresent(name, loader)
+        && ClassUtils.resolveClassName(name, loader).isInstance(listener));
   }
 
   @Bean(destroyMethod = "close")
   @ConditionalOnMissingBean
   @ConditionalOnProperty(prefix = "msgqueue.listener", name = "enabled", matchIfMissing = true)
-  public WakeupListener msgQueueWakeupListener(
-      MsgQueueProperties properties, ObjectProvider<DataSourceProperties> dataSourceProperties) {
-    MsgQueueProperties.Listener listener = properties.getListener();
-    DataSourceProperties dataSource = dataSourceProperties.getIfAvailable();
-    String url = listener.getUrl() != null ? listener.getUrl()
-        : dataSource != null ? dataSource.determineUrl() : null;
-    if (url == null) {
-      throw new IllegalStateException("msgqueue.listener.url is not set and there is no spring.datasource.url: set"
-          + " one, or msgqueue.listener.enabled=false to find messages by polling only");
-    }
-    Properties connectionProperties = new Properties();
-    String username = listener.getUsername() != null ? listener.getUsername()
-        : dataSource != null ? dataSource.determineUsername() : null;
-    String password = listener.getPassword() != null ? listener.getPassword()
-        : dataSource != null ? dataSource.determinePassword() : null;
-    if (username != null) {
-      connectionProperties.setProperty("user", username);
-    }
-    if (password != null) {
-      connectionProperties.setProperty("password", password);
-    }
-    connectionProperties.setProperty("ApplicationName", "msgqueue-wakeup-listener");
-    return WakeupListener.start(() -> DriverManager.getConnection(url, connectionProperties));
+  public WakeupListener msgQueueWakeupListener(MsgQueueProperties properties, Environment environment) {
+    DirectConnections connections = DirectConnections.of(properties.getListener(), environment)
+        .orElseThrow(() -> new IllegalStateException("msgqueue.listener.url is not set and there is no"
+            + " spring.datasource.url: set one, or msgqueue.listener.enabled=false to find messages by polling only"));
+    return WakeupListener.start(connections.factory("msgqueue-wakeup-listener", new Properties()));
   }
 
   /**
@@ -134,30 +127,63 @@ public class MsgQueueAutoConfiguration {
 
   /**
    * msgqueue's meters ({@code msgqueue.*}: counters, timers, and the statistics gauges the housekeeper refreshes) in
-   * the application's {@link MeterRegistry}, with Micrometer on the classpath.
+   * every registry Spring Boot creates, with Micrometer on the classpath. Backs off when the application binds
+   * {@link MicrometerMetrics} itself.
    */
   @Configuration(proxyBeanMethods = false)
-  @ConditionalOnClass(MeterRegistry.class)
-  @ConditionalOnBean(MeterRegistry.class)
+  @ConditionalOnClass(MeterBinder.class)
   static class MetricsConfiguration {
     @Bean(destroyMethod = "close")
-    @ConditionalOnMissingBean
-    MicrometerMetrics msgQueueMetrics(MeterRegistry registry, MessageQueueRepository repository,
-        MsgQueueProperties properties) {
-      return MicrometerMetrics.bind(registry, repository, properties.getMetrics().getMaxQueueTags());
+    @ConditionalOnMissingBean(value = MicrometerMetrics.class, name = "msgqueueMeterBinder")
+    MsgQueueMeterBinder msgqueueMeterBinder(MessageQueueRepository repository, MsgQueueProperties properties) {
+      return new MsgQueueMeterBinder(repository, properties.getMetrics().getMaxQueueTags());
     }
   }
 
-  /** The {@code msgqueue} health indicator, with Actuator on the classpath. */
+  /** The {@code msgqueue} health indicator with Spring Boot 3's Actuator. */
   @Configuration(proxyBeanMethods = false)
-  @ConditionalOnClass(HealthIndicator.class)
-  @ConditionalOnEnabledHealthIndicator("msgqueue")
-  static class HealthConfiguration {
+  @ConditionalOnClass(name = "org.springframework.boot.actuate.health.HealthIndicator")
+  @org.springframework.boot.actuate.autoconfigure.health.ConditionalOnEnabledHealthIndicator("msgqueue")
+  static class Boot3HealthConfiguration {
     @Bean
-    @ConditionalOnMissingBean(name = "msgQueueHealthIndicator")
-    MsgQueueHealthIndicator msgQueueHealthIndicator(DSLContext dsl, ObjectProvider<WakeupListener> wakeups,
-        ObjectProvider<Housekeeper> housekeeper) {
-      return new MsgQueueHealthIndicator(dsl, wakeups.getIfAvailable(), housekeeper.getIfAvailable());
+    @ConditionalOnMissingBean(name = "msgqueueHealthIndicator")
+    Boot3HealthIndicator msgqueueHealthIndicator(MsgQueueProperties properties, Environment environment,
+        DataSource dataSource, ObjectProvider<WakeupListener> wakeups, ObjectProvider<Housekeeper> housekeeper) {
+      return new Boot3HealthIndicator(health(properties, environment, dataSource, wakeups, housekeeper));
     }
+  }
+
+  /** The {@code msgqueue} health indicator with Spring Boot 4's Actuator ({@code spring-boot-health}). */
+  @Configuration(proxyBeanMethods = false)
+  @ConditionalOnClass(name = "org.springframework.boot.health.contributor.HealthIndicator")
+  @org.springframework.boot.health.autoconfigure.contributor.ConditionalOnEnabledHealthIndicator("msgqueue")
+  static class Boot4HealthConfiguration {
+    @Bean
+    @ConditionalOnMissingBean(name = "msgqueueHealthIndicator")
+    Boot4HealthIndicator msgqueueHealthIndicator(MsgQueueProperties properties, Environment environment,
+        DataSource dataSource, ObjectProvider<WakeupListener> wakeups, ObjectProvider<Housekeeper> housekeeper) {
+      return new Boot4HealthIndicator(health(properties, environment, dataSource, wakeups, housekeeper));
+    }
+  }
+
+  /** The health check's connection settings: at most a second to connect, log in, and answer. */
+  private static final Properties HEALTH_CHECK_TIMEOUTS = new Properties();
+
+  static {
+    HEALTH_CHECK_TIMEOUTS.setProperty("connectTimeout", "1");
+    HEALTH_CHECK_TIMEOUTS.setProperty("loginTimeout", "1");
+    HEALTH_CHECK_TIMEOUTS.setProperty("socketTimeout", "1");
+  }
+
+  /**
+   * The check over a short-timeout connection of its own; with no URL to open one (a DataSource bean the application
+   * builds itself), over the pool, which may wait for the pool's connection timeout during an outage.
+   */
+  static MsgQueueHealth health(MsgQueueProperties properties, Environment environment, DataSource dataSource,
+      ObjectProvider<WakeupListener> wakeups, ObjectProvider<Housekeeper> housekeeper) {
+    WakeupListener.ConnectionFactory database = DirectConnections.of(properties.getListener(), environment)
+        .map(connections -> connections.factory("msgqueue-health", HEALTH_CHECK_TIMEOUTS))
+        .orElse(unproxied(dataSource)::getConnection);
+    return new MsgQueueHealth(database, wakeups.getIfAvailable(), housekeeper.getIfAvailable());
   }
 }

@@ -34,6 +34,10 @@ import org.jooq.SQLDialect;
 import org.jooq.impl.DSL;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
+import org.springframework.boot.actuate.autoconfigure.metrics.CompositeMeterRegistryAutoConfiguration;
+import org.springframework.boot.actuate.autoconfigure.metrics.MetricsAutoConfiguration;
+import org.springframework.boot.actuate.autoconfigure.metrics.export.simple.SimpleMetricsExportAutoConfiguration;
+import org.springframework.boot.actuate.health.HealthIndicator;
 import org.springframework.boot.actuate.health.Status;
 import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.autoconfigure.jdbc.DataSourceAutoConfiguration;
@@ -66,7 +70,7 @@ class MsgQueueAutoConfigurationTest {
       assertThat(context).hasNotFailed();
       assertThat(context).hasSingleBean(MessageQueueRepository.class);
       assertThat(context).hasSingleBean(WakeupListener.class);
-      assertThat(context).hasSingleBean(MsgQueueHealthIndicator.class);
+      assertThat(context).hasBean("msgqueueHealthIndicator");
       assertThat(context).hasSingleBean(Housekeeper.class);
       assertThat(context.getBean(Housekeeper.class).isRunning()).isTrue();
       MessageQueueRepository repository = context.getBean(MessageQueueRepository.class);
@@ -108,10 +112,13 @@ class MsgQueueAutoConfigurationTest {
     });
   }
 
+  /** Boot's own metrics auto-configuration creates the registry after ours ran: the binder still binds to it. */
   @Test
-  void withAMeterRegistryTheMetersCountWhatTheApplicationDid() {
-    runner.withBean(SimpleMeterRegistry.class, SimpleMeterRegistry::new).run(context -> {
-      assertThat(context).hasSingleBean(MicrometerMetrics.class);
+  void withBootsMeterRegistryTheMetersCountWhatTheApplicationDid() {
+    runner.withConfiguration(AutoConfigurations.of(MetricsAutoConfiguration.class,
+        SimpleMetricsExportAutoConfiguration.class, CompositeMeterRegistryAutoConfiguration.class)).run(context -> {
+      assertThat(context).hasSingleBean(MeterRegistry.class);
+      assertThat(context).hasSingleBean(MsgQueueMeterBinder.class);
       MessageQueueRepository repository = context.getBean(MessageQueueRepository.class);
       QueueSpec queue = QueueSpec.durable("starter-metered");
       repository.bindQueue(queue);
@@ -121,7 +128,17 @@ class MsgQueueAutoConfigurationTest {
       assertThat(registry.get("msgqueue.messages.published").tag("queue", queue.name()).counter().count())
           .isEqualTo(3.0);
     });
-    runner.run(context -> assertThat(context).doesNotHaveBean(MicrometerMetrics.class));
+  }
+
+  @Test
+  void anApplicationThatBindsTheMetersItselfKeepsItsBinding() {
+    runner.withUserConfiguration(OwnMetrics.class).run(context -> {
+      assertThat(context).doesNotHaveBean(MsgQueueMeterBinder.class);
+      MessageQueueRepository repository = context.getBean(MessageQueueRepository.class);
+      repository.publish(QueueSpec.autoDeleted("starter-own-metrics"), "{}");
+      assertThat(context.getBean(OwnMetrics.class).registry.get("msgqueue.messages.published").counter().count())
+          .isEqualTo(1.0);
+    });
   }
 
   @Test
@@ -162,7 +179,7 @@ class MsgQueueAutoConfigurationTest {
     runner.withPropertyValues("msgqueue.housekeeper.enabled=true").run(context -> {
       Housekeeper housekeeper = context.getBean(Housekeeper.class);
       housekeeper.runOnce();
-      assertThat(context.getBean(MsgQueueHealthIndicator.class).health().getDetails())
+      assertThat(health(context).health().getDetails())
           .hasEntrySatisfying("housekeeperLastRun", run -> assertThat(run.toString()).startsWith("COMPLETED at"));
     });
     runner.withPropertyValues("msgqueue.housekeeper.enabled=false")
@@ -186,9 +203,9 @@ class MsgQueueAutoConfigurationTest {
   }
 
   @Test
-  void healthGoesDownWhenTheListenConnectionIsLostAndUpWhenItIsBack() throws Exception {
+  void healthGoesDownWhileTheDatabaseRefusesConnectionsAndUpWhenItIsBack() throws Exception {
     runner.run(context -> {
-      MsgQueueHealthIndicator health = context.getBean(MsgQueueHealthIndicator.class);
+      HealthIndicator health = health(context);
       awaitTrue(() -> health.health().getStatus().equals(Status.UP), "UP once listening");
 
       try (Connection admin = PostgresServer.get().adminConnection(); Statement statement = admin.createStatement()) {
@@ -198,7 +215,9 @@ class MsgQueueAutoConfigurationTest {
           statement.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
               + " WHERE application_name = 'msgqueue-wakeup-listener' AND datname = '" + db.name() + "'");
           awaitTrue(() -> health.health().getStatus().equals(Status.DOWN), "DOWN while it cannot reconnect");
-          assertThat(health.health().getDetails()).containsEntry("listener", "not connected (reconnecting)");
+          assertThat(health.health().getDetails())
+              .containsEntry("listener", "reconnecting (subscribers poll meanwhile)")
+              .hasEntrySatisfying("database", state -> assertThat(state.toString()).startsWith("unreachable: "));
         } finally {
           statement.execute("ALTER DATABASE \"" + db.name() + "\" WITH ALLOW_CONNECTIONS true");
         }
@@ -227,6 +246,10 @@ class MsgQueueAutoConfigurationTest {
     int left = db.dsl().fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.eq(queue.name()));
     assertThat(assigned).as("claimed but not acked after shutdown").isZero();
     assertThat(left).as("some messages were still waiting when it stopped").isPositive();
+  }
+
+  private static HealthIndicator health(org.springframework.context.ApplicationContext context) {
+    return context.getBean("msgqueueHealthIndicator", HealthIndicator.class);
   }
 
   private static void awaitTrue(BooleanSupplier condition, String what) throws InterruptedException {
@@ -260,6 +283,16 @@ class MsgQueueAutoConfigurationTest {
     @Bean
     String unrelatedBean() {
       return "not a listener";
+    }
+  }
+
+  @Configuration(proxyBeanMethods = false)
+  static class OwnMetrics {
+    final SimpleMeterRegistry registry = new SimpleMeterRegistry();
+
+    @Bean(destroyMethod = "close")
+    MicrometerMetrics ownMetrics(MessageQueueRepository repository) {
+      return MicrometerMetrics.bind(registry, repository);
     }
   }
 
