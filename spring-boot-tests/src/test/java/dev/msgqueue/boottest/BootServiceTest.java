@@ -1,0 +1,130 @@
+package dev.msgqueue.boottest;
+
+import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.jooq.impl.DSL.field;
+import static org.jooq.impl.DSL.name;
+import static org.jooq.impl.DSL.table;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+import org.jooq.DSLContext;
+import org.jooq.Table;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+import org.springframework.beans.factory.annotation.Value;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.test.annotation.DirtiesContext;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+
+/**
+ * The service as a user runs it: Boot's own auto-configuration (its DataSource, jOOQ, Liquibase, Actuator and metrics
+ * registry, and the starter's beans, none supplied by the test) on a fresh database, driven over HTTP.
+ */
+@ExtendWith(ScratchDatabase.class)
+@SpringBootTest(classes = BootService.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
+@DirtiesContext
+class BootServiceTest {
+  @DynamicPropertySource
+  static void database(DynamicPropertyRegistry registry) {
+    registry.add("spring.datasource.url", () -> ScratchDatabase.current().jdbcUrl());
+  }
+
+  @Value("${local.server.port}")
+  private int port;
+
+  private Http http() {
+    return new Http(port);
+  }
+
+  private static DSLContext database() {
+    return ScratchDatabase.current().dsl();
+  }
+
+  @Test
+  void theServiceChangelogAppliedMsgqueuesAtStartup() {
+    // Liquibase's own table: no generated class for it, so a table and a field by name.
+    Table<?> changelog = table(name("databasechangelog"));
+    List<String> files = database().select(field(name("filename"), String.class)).from(changelog)
+        .orderBy(field(name("orderexecuted"))).fetch(0, String.class);
+    // msgqueue's changesets carry a logical path of their own, the same whichever changelog includes them.
+    assertThat(files).contains("msgqueue/001-initial-schema.xml", "msgqueue/002-claim-index.xml",
+        "msgqueue/003-item-failures.xml");
+    assertThat(files.get(files.size() - 1)).endsWith("service-changelog.xml");
+    assertThat(database().fetchCount(MESSAGE_QUEUE_ITEM)).isNotNegative();
+  }
+
+  @Test
+  void healthIsUp() {
+    Http.Response health = http().get("/actuator/health/msgqueue");
+    assertThat(health.status()).isEqualTo(200);
+    assertThat((String) health.json("$.status")).isEqualTo("UP");
+  }
+
+  @Test
+  void placedOrdersAreShippedAndCountedInActuatorsMetrics() throws InterruptedException {
+    List<Long> placed = new ArrayList<>();
+    for (int i = 0; i < 3; i++) {
+      Http.Response response = http().post("/orders", "{\"order\": " + i + "}");
+      assertThat(response.status()).isEqualTo(200);
+      placed.add(((Number) response.json("$.id")).longValue());
+    }
+    awaitTrue(() -> shipped().containsAll(placed), "the listener shipped " + placed);
+    assertThat(shipped()).containsExactlyInAnyOrderElementsOf(placed);
+
+    List<String> names = http().get("/actuator/metrics").json("$.names");
+    assertThat(names).contains("msgqueue.messages.published", "msgqueue.messages.claimed", "msgqueue.messages.acked",
+        "msgqueue.publish", "msgqueue.claim", "msgqueue.handler");
+    // An ack follows its handler's return, so the count may trail the shipment by a moment.
+    awaitTrue(() -> count("msgqueue.messages.acked") == 3.0, "3 acks counted");
+    assertThat(count("msgqueue.messages.published")).isEqualTo(3.0);
+    assertThat(count("msgqueue.messages.claimed")).isEqualTo(3.0);
+    assertThat(count("msgqueue.messages.acked")).isEqualTo(3.0);
+  }
+
+  @Test
+  void aPublishInAFailedTransactionalMethodJoinedItAndRolledBack() {
+    Http.Response failed = http().post("/failing-orders/boot-rolled-back", "{\"order\": \"lost\"}");
+    assertThat(failed.status()).isEqualTo(409);
+    assertThat((Boolean) failed.json("$.visibleInTransaction")).as("the publish joined the transaction").isTrue();
+    long id = ((Number) failed.json("$.id")).longValue();
+    assertThat(database().fetchExists(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.ID.eq(id))).isFalse();
+  }
+
+  @Test
+  void housekeepingInsideAFailedTransactionalMethodCommitsNothingOfIt() {
+    Http.Response failed = http().post("/failing-orders/boot-rolled-back-housekept?housekeeping=true",
+        "{\"order\": \"lost\"}");
+    assertThat(failed.status()).isEqualTo(409);
+    assertThat((Boolean) failed.json("$.visibleInTransaction")).as("the publish joined the transaction").isTrue();
+    assertThat((String) failed.json("$.housekeeping")).isEqualTo("COMPLETED");
+    long id = ((Number) failed.json("$.id")).longValue();
+    assertThat(database().fetchExists(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.ID.eq(id)))
+        .as("the housekeeper and the reaper ran on connections of their own, not on the caller's transaction")
+        .isFalse();
+  }
+
+  private List<Long> shipped() {
+    List<Number> ids = http().get("/shipped").json("$");
+    return ids.stream().map(Number::longValue).toList();
+  }
+
+  private double count(String meter) {
+    Http.Response response = http().get("/actuator/metrics/" + meter + "?tag=queue:" + BootService.ORDERS);
+    assertThat(response.status()).as(meter + ": " + response.body()).isEqualTo(200);
+    return ((Number) response.json("$.measurements[0].value")).doubleValue();
+  }
+
+  private static void awaitTrue(BooleanSupplier condition, String what) throws InterruptedException {
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+    while (!condition.getAsBoolean()) {
+      if (System.nanoTime() > deadline) {
+        throw new AssertionError("timed out after 30 s waiting until " + what);
+      }
+      Thread.sleep(50);
+    }
+  }
+}
