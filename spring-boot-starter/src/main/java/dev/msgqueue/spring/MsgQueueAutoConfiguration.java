@@ -140,29 +140,37 @@ public class MsgQueueAutoConfiguration {
     }
   }
 
-  /** The {@code msgqueue} health indicator with Spring Boot 3's Actuator. */
+  /** The {@code msgqueue} health component, with Actuator: one check, reported through the running Boot line's API. */
   @Configuration(proxyBeanMethods = false)
-  @ConditionalOnClass(name = "org.springframework.boot.actuate.health.HealthIndicator")
-  @org.springframework.boot.actuate.autoconfigure.health.ConditionalOnEnabledHealthIndicator("msgqueue")
-  static class Boot3HealthConfiguration {
+  @ConditionalOnClass(name = "org.springframework.boot.actuate.endpoint.annotation.Endpoint")
+  static class HealthConfiguration {
     @Bean
-    @ConditionalOnMissingBean(name = "msgqueueHealthIndicator")
-    Boot3HealthIndicator msgqueueHealthIndicator(MsgQueueProperties properties, Environment environment,
-        DataSource dataSource, ObjectProvider<WakeupListener> wakeups, ObjectProvider<Housekeeper> housekeeper) {
-      return new Boot3HealthIndicator(health(properties, environment, dataSource, wakeups, housekeeper));
+    @ConditionalOnMissingBean
+    MsgQueueHealth msgqueueHealth(MsgQueueProperties properties, Environment environment, DataSource dataSource,
+        ObjectProvider<WakeupListener> wakeups, ObjectProvider<Housekeeper> housekeeper) {
+      return health(properties, environment, dataSource, wakeups, housekeeper);
     }
-  }
 
-  /** The {@code msgqueue} health indicator with Spring Boot 4's Actuator ({@code spring-boot-health}). */
-  @Configuration(proxyBeanMethods = false)
-  @ConditionalOnClass(name = "org.springframework.boot.health.contributor.HealthIndicator")
-  @org.springframework.boot.health.autoconfigure.contributor.ConditionalOnEnabledHealthIndicator("msgqueue")
-  static class Boot4HealthConfiguration {
-    @Bean
-    @ConditionalOnMissingBean(name = "msgqueueHealthIndicator")
-    Boot4HealthIndicator msgqueueHealthIndicator(MsgQueueProperties properties, Environment environment,
-        DataSource dataSource, ObjectProvider<WakeupListener> wakeups, ObjectProvider<Housekeeper> housekeeper) {
-      return new Boot4HealthIndicator(health(properties, environment, dataSource, wakeups, housekeeper));
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnClass(name = "org.springframework.boot.actuate.health.HealthIndicator")
+    @org.springframework.boot.actuate.autoconfigure.health.ConditionalOnEnabledHealthIndicator("msgqueue")
+    static class Boot3 {
+      @Bean
+      @ConditionalOnMissingBean(name = "msgqueueHealthIndicator")
+      Boot3HealthIndicator msgqueueHealthIndicator(MsgQueueHealth health) {
+        return new Boot3HealthIndicator(health);
+      }
+    }
+
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnClass(name = "org.springframework.boot.health.contributor.HealthIndicator")
+    @org.springframework.boot.health.autoconfigure.contributor.ConditionalOnEnabledHealthIndicator("msgqueue")
+    static class Boot4 {
+      @Bean
+      @ConditionalOnMissingBean(name = "msgqueueHealthIndicator")
+      Boot4HealthIndicator msgqueueHealthIndicator(MsgQueueHealth health) {
+        return new Boot4HealthIndicator(health);
+      }
     }
   }
 

@@ -2,7 +2,12 @@ package dev.msgqueue.spring;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.msgqueue.Housekeeper;
+import dev.msgqueue.HousekeepingRun;
+import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.WakeupListener;
+import java.io.IOException;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.TestDatabase;
 import java.net.InetAddress;
@@ -12,6 +17,7 @@ import java.sql.SQLException;
 import java.util.Properties;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.Test;
+import org.postgresql.ds.PGSimpleDataSource;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.springframework.boot.test.system.CapturedOutput;
 import org.springframework.boot.test.system.OutputCaptureExtension;
@@ -56,10 +62,7 @@ class MsgQueueHealthTest {
   /** A port nothing listens on: the check's own connection fails at once instead of waiting for a pool. */
   @Test
   void aServerThatIsGoneIsDownAtOnce() throws Exception {
-    int closedPort;
-    try (ServerSocket socket = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
-      closedPort = socket.getLocalPort();
-    }
+    int closedPort = closedPort();
     Properties timeouts = new Properties();
     timeouts.setProperty("connectTimeout", "1");
     MsgQueueHealth health = new MsgQueueHealth(
@@ -68,5 +71,39 @@ class MsgQueueHealthTest {
     assertThat(report.up()).isFalse();
     assertThat(report.details()).hasEntrySatisfying("database",
         state -> assertThat(state.toString()).startsWith("unreachable: Connection to 127.0.0.1:" + closedPort));
+  }
+
+  /**
+   * Housekeeping ticks that failed while the database was away say nothing about the housekeeper: UP once the database
+   * answers; failures in a row after that make it DOWN.
+   */
+  @Test
+  void housekeeperFailuresCountOnlyOnceTheDatabaseIsReachable() throws Exception {
+    PGSimpleDataSource gone = new PGSimpleDataSource();
+    gone.setUrl("jdbc:postgresql://127.0.0.1:" + closedPort() + "/test");
+    Housekeeper failing = Housekeeper.builder(
+        MessageQueueRepository.create(gone, MsgQueueConfig.defaults())).build();
+    for (int i = 0; i < MsgQueueHealth.HOUSEKEEPER_FAILURES_DOWN; i++) {
+      assertThat(failing.runOnce().outcome()).isEqualTo(HousekeepingRun.Outcome.FAILED);
+    }
+    MsgQueueHealth health = new MsgQueueHealth(db::connect, null, failing);
+
+    MsgQueueHealth.Report afterTheOutage = health.check();
+    assertThat(afterTheOutage.up()).isTrue();
+    assertThat(afterTheOutage.details()).containsEntry("housekeeperConsecutiveFailures", 3);
+
+    for (int i = 0; i < MsgQueueHealth.HOUSEKEEPER_FAILURES_DOWN; i++) {
+      failing.runOnce();
+    }
+    MsgQueueHealth.Report failingWithTheDatabaseUp = health.check();
+    assertThat(failingWithTheDatabaseUp.up()).isFalse();
+    assertThat(failingWithTheDatabaseUp.details()).containsEntry("database", "reachable")
+        .containsEntry("housekeeperConsecutiveFailures", 6);
+  }
+
+  private static int closedPort() throws IOException {
+    try (ServerSocket socket = new ServerSocket(0, 1, InetAddress.getLoopbackAddress())) {
+      return socket.getLocalPort();
+    }
   }
 }
