@@ -48,6 +48,9 @@ import org.slf4j.LoggerFactory;
  *
  * <p>The repository must take its connections from a pool or data source (not a single connection): the lock's
  * transaction stays open on one connection while the jobs commit on others, so a tick needs two connections at once.
+ * The lock, the jobs and the statistics read all run on the repository's own connections (its {@code ownConnections}
+ * when it was created over a transaction-joining context): a tick run inside a caller's transaction neither commits
+ * nor ends it.
  */
 public final class Housekeeper implements AutoCloseable {
   /** The interval when none is set: one minute. */
@@ -157,7 +160,7 @@ public final class Housekeeper implements AutoCloseable {
       return;
     }
     try {
-      events.statistics(repository.queueStatistics());
+      events.statistics(QueueStatisticsQuery.ofAll(repository.ownContext()));
     } catch (RuntimeException e) {
       log.warn("housekeeper: could not read the queue statistics; the gauges keep their previous values", e);
     }
@@ -219,7 +222,9 @@ public final class Housekeeper implements AutoCloseable {
 
   /** @return the work done, or {@code null} if another housekeeper holds the lock */
   private Work underLock() {
-    DSLContext ctx = repository.context();
+    // The repository's own connections: a tick's commit must never be the commit of a transaction the caller has
+    // open on this thread (a repository created over a transaction-joining context).
+    DSLContext ctx = repository.ownContext();
     return ctx.connectionResult(connection -> {
       boolean autoCommit = connection.getAutoCommit();
       connection.setAutoCommit(false);
@@ -285,7 +290,7 @@ public final class Housekeeper implements AutoCloseable {
       if (repository == null) {
         throw new IllegalArgumentException("repository is null");
       }
-      if (repository.context().configuration().connectionProvider() instanceof DefaultConnectionProvider) {
+      if (repository.ownContext().configuration().connectionProvider() instanceof DefaultConnectionProvider) {
         throw new IllegalArgumentException("the housekeeper needs a repository that takes connections from a pool or"
             + " data source, not one bound to a single connection");
       }
