@@ -2,14 +2,14 @@ package dev.msgqueue.boottest;
 
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
 import static org.jooq.impl.DSL.field;
 import static org.jooq.impl.DSL.name;
 import static org.jooq.impl.DSL.table;
 
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
-import java.util.function.BooleanSupplier;
 import org.jooq.DSLContext;
 import org.jooq.Table;
 import org.junit.jupiter.api.Test;
@@ -65,21 +65,22 @@ class BootServiceTest {
   }
 
   @Test
-  void placedOrdersAreShippedAndCountedInActuatorsMetrics() throws InterruptedException {
+  void placedOrdersAreShippedAndCountedInActuatorsMetrics() {
     List<Long> placed = new ArrayList<>();
     for (int i = 0; i < 3; i++) {
       Http.Response response = http().post("/orders", "{\"order\": " + i + "}");
       assertThat(response.status()).isEqualTo(200);
       placed.add(((Number) response.json("$.id")).longValue());
     }
-    awaitTrue(() -> shipped().containsAll(placed), "the listener shipped " + placed);
+    await("the listener shipped " + placed).atMost(Duration.ofSeconds(30))
+        .until(() -> shipped().containsAll(placed));
     assertThat(shipped()).containsExactlyInAnyOrderElementsOf(placed);
 
     List<String> names = http().get("/actuator/metrics").json("$.names");
     assertThat(names).contains("msgqueue.messages.published", "msgqueue.messages.claimed", "msgqueue.messages.acked",
         "msgqueue.publish", "msgqueue.claim", "msgqueue.handler");
     // An ack follows its handler's return, so the count may trail the shipment by a moment.
-    awaitTrue(() -> count("msgqueue.messages.acked") == 3.0, "3 acks counted");
+    await("3 acks counted").atMost(Duration.ofSeconds(30)).until(() -> count("msgqueue.messages.acked") == 3.0);
     assertThat(count("msgqueue.messages.published")).isEqualTo(3.0);
     assertThat(count("msgqueue.messages.claimed")).isEqualTo(3.0);
     assertThat(count("msgqueue.messages.acked")).isEqualTo(3.0);
@@ -116,15 +117,5 @@ class BootServiceTest {
     Http.Response response = http().get("/actuator/metrics/" + meter + "?tag=queue:" + BootService.ORDERS);
     assertThat(response.status()).as(meter + ": " + response.body()).isEqualTo(200);
     return ((Number) response.json("$.measurements[0].value")).doubleValue();
-  }
-
-  private static void awaitTrue(BooleanSupplier condition, String what) throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (!condition.getAsBoolean()) {
-      if (System.nanoTime() > deadline) {
-        throw new AssertionError("timed out after 30 s waiting until " + what);
-      }
-      Thread.sleep(50);
-    }
   }
 }
