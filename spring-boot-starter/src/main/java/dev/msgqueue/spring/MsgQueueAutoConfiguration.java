@@ -38,7 +38,8 @@ import org.springframework.util.ClassUtils;
  *   <li>a {@link Housekeeper} (the reaper and the expired-message cleanup on an interval, one replica per tick);</li>
  *   <li>a subscriber for every {@link MsgQueueListener} method, stopped before the {@code DataSource} closes;</li>
  *   <li>with Actuator, the {@code msgqueue} health indicator ({@link MsgQueueHealth});</li>
- *   <li>with Micrometer, msgqueue's meters as a {@code MeterBinder}, which Boot binds to every registry it creates.</li>
+ *   <li>with Micrometer, msgqueue's meters as a {@code MeterBinder}, which Boot binds to every registry it
+ *       creates.</li>
  * </ul>
  * Every bean backs off when the application defines its own. It runs on Spring Boot 3.5 and 4.0: it names the classes
  * that moved between the two lines (jOOQ's auto-configuration and exception translator, the health API) by name only.

@@ -145,18 +145,22 @@ public class MsgQueueProperties {
     }
   }
 
-  /** The LISTEN connection that wakes subscribers at once after a publish. */
+  /**
+   * msgqueue's own connections, outside the pool: the LISTEN connection that wakes subscribers at once after a
+   * publish, and the health check's.
+   */
   public static class Listener {
     /** Whether to hold a LISTEN connection; without it subscribers find messages by polling. */
     private boolean enabled = true;
     /**
-     * The JDBC URL of the LISTEN connection; defaults to spring.datasource.url. Point it at the database directly
-     * when the application's pool goes through PgBouncer in transaction mode, which cannot hold a LISTEN.
+     * The JDBC URL of the LISTEN connection and the health check; defaults to spring.datasource.url. Point it at the
+     * database directly when the application's pool goes through PgBouncer in transaction mode, which cannot hold a
+     * LISTEN.
      */
     private String url;
-    /** The LISTEN connection's user; defaults to spring.datasource.username. */
+    /** The user of the LISTEN connection and the health check; defaults to spring.datasource.username. */
     private String username;
-    /** The LISTEN connection's password; defaults to spring.datasource.password. */
+    /** The password of the LISTEN connection and the health check; defaults to spring.datasource.password. */
     private String password;
 
     public boolean isEnabled() {
