@@ -145,11 +145,23 @@ public class MsgQueueAutoConfiguration {
   @Configuration(proxyBeanMethods = false)
   @ConditionalOnClass(name = "org.springframework.boot.actuate.endpoint.annotation.Endpoint")
   static class HealthConfiguration {
+    /**
+     * The check, over a connection of its own with at most a second to connect, log in and answer; with no URL to
+     * open one (a DataSource bean the application builds itself), over the pool, which may wait for the pool's
+     * connection timeout during an outage.
+     */
     @Bean
     @ConditionalOnMissingBean
     MsgQueueHealth msgqueueHealth(MsgQueueProperties properties, Environment environment, DataSource dataSource,
         ObjectProvider<WakeupListener> wakeups, ObjectProvider<Housekeeper> housekeeper) {
-      return health(properties, environment, dataSource, wakeups, housekeeper);
+      Properties timeouts = new Properties();
+      timeouts.setProperty("connectTimeout", "1");
+      timeouts.setProperty("loginTimeout", "1");
+      timeouts.setProperty("socketTimeout", "1");
+      WakeupListener.ConnectionFactory database = DirectConnections.of(properties.getListener(), environment)
+          .map(connections -> connections.factory("msgqueue-health", timeouts))
+          .orElse(unproxied(dataSource)::getConnection);
+      return new MsgQueueHealth(database, wakeups.getIfAvailable(), housekeeper.getIfAvailable());
     }
 
     @Configuration(proxyBeanMethods = false)
@@ -173,26 +185,5 @@ public class MsgQueueAutoConfiguration {
         return new Boot4HealthIndicator(health);
       }
     }
-  }
-
-  /** The health check's connection settings: at most a second to connect, log in, and answer. */
-  private static final Properties HEALTH_CHECK_TIMEOUTS = new Properties();
-
-  static {
-    HEALTH_CHECK_TIMEOUTS.setProperty("connectTimeout", "1");
-    HEALTH_CHECK_TIMEOUTS.setProperty("loginTimeout", "1");
-    HEALTH_CHECK_TIMEOUTS.setProperty("socketTimeout", "1");
-  }
-
-  /**
-   * The check over a short-timeout connection of its own; with no URL to open one (a DataSource bean the application
-   * builds itself), over the pool, which may wait for the pool's connection timeout during an outage.
-   */
-  static MsgQueueHealth health(MsgQueueProperties properties, Environment environment, DataSource dataSource,
-      ObjectProvider<WakeupListener> wakeups, ObjectProvider<Housekeeper> housekeeper) {
-    WakeupListener.ConnectionFactory database = DirectConnections.of(properties.getListener(), environment)
-        .map(connections -> connections.factory("msgqueue-health", HEALTH_CHECK_TIMEOUTS))
-        .orElse(unproxied(dataSource)::getConnection);
-    return new MsgQueueHealth(database, wakeups.getIfAvailable(), housekeeper.getIfAvailable());
   }
 }
