@@ -131,16 +131,22 @@ class OrderServiceTest {
 
     assertThat(health.getStatusCode()).isEqualTo(HttpStatus.OK);
     assertThat(health.getBody().path("status").asText()).as("%s", health.getBody()).isEqualTo("UP");
-    JsonNode components = health.getBody().path("components");
-    JsonNode msgqueue = components.has("msgqueue") ? components.get("msgqueue") : components.path("msgQueue");
-    assertThat(msgqueue.path("status").asText()).as("msgqueue in %s", components).isEqualTo("UP");
-    assertThat(msgqueue.path("details").path("database").asText()).isEqualTo("reachable");
-    assertThat(msgqueue.path("details").path("listener").asText()).isEqualTo("listening");
 
-    ResponseEntity<JsonNode> metrics = http.get().uri("/actuator/metrics").retrieve().toEntity(JsonNode.class);
+    ResponseEntity<JsonNode> msgqueue =
+        http.get().uri("/actuator/health/msgqueue").retrieve().toEntity(JsonNode.class);
 
-    assertThat(metrics.getStatusCode()).isEqualTo(HttpStatus.OK);
-    assertThat(metrics.getBody().path("names").toString()).contains("\"hikaricp.connections.active\"");
+    assertThat(msgqueue.getStatusCode()).isEqualTo(HttpStatus.OK);
+    assertThat(msgqueue.getBody().path("status").asText()).as("%s", msgqueue.getBody()).isEqualTo("UP");
+    assertThat(msgqueue.getBody().path("details").path("database").asText()).isEqualTo("reachable");
+    assertThat(msgqueue.getBody().path("details").path("listener").asText()).isEqualTo("listening");
+
+    placeOrder("pen", 1);
+    ResponseEntity<JsonNode> published = http.get()
+        .uri("/actuator/metrics/msgqueue.messages.published?tag=queue:shipping").retrieve().toEntity(JsonNode.class);
+
+    assertThat(published.getStatusCode()).isEqualTo(HttpStatus.OK);
+    assertThat(published.getBody().path("measurements").get(0).path("value").asDouble())
+        .as("%s", published.getBody()).isGreaterThanOrEqualTo(1.0);
   }
 
   private ResponseEntity<JsonNode> placeOrder(String item, int quantity) {
