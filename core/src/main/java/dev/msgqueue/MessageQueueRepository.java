@@ -534,21 +534,19 @@ public final class MessageQueueRepository {
   /**
    * Moves a dead letter back to the queue it came from, PENDING and claimable now, with a fresh set of deliveries
    * and the configured default TTL; it keeps its id. A dead letter that a consumer of the dead-letter queue holds
-   * right now is not moved.
+   * right now is not moved. One statement when it moves; a second, lock-free read tells why when it does not.
    *
-   * @return whether it moved; {@code false} if there is no such unexpired dead letter, or it is held
+   * @return {@link RepublishOutcome#REPUBLISHED}, or why nothing was done: {@link RepublishOutcome#NOT_FOUND},
+   *     {@link RepublishOutcome#NOT_A_DEAD_LETTER} (a live message, one republished already included) or
+   *     {@link RepublishOutcome#HELD}
    * @throws QueueNotFoundException if its original queue no longer exists (bind it, then re-publish); the caller's
    *     transaction is not aborted
    */
-  public boolean republishDeadLetter(long messageId) {
+  public RepublishOutcome republishDeadLetter(long messageId) {
     if (RetryStatements.republish(ctx, messageId, config.defaultMessageTtl()).isPresent()) {
-      return true;
+      return RepublishOutcome.REPUBLISHED;
     }
-    Optional<String> original = RetryStatements.originalQueueOf(ctx, messageId);
-    if (original.isPresent() && !RetryStatements.queueExists(ctx, original.get())) {
-      throw new QueueNotFoundException(original.get());
-    }
-    return false;
+    return RetryStatements.whyNotRepublished(ctx, messageId);
   }
 
   /**

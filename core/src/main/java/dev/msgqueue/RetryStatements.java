@@ -268,19 +268,32 @@ final class RetryStatements {
         .fetchOptional(Record1::value1);
   }
 
-  /** The original queue of an unexpired dead letter, whether or not that queue still exists. */
-  static Optional<String> originalQueueOf(DSLContext ctx, long id) {
-    return ctx.select(F.ORIGINAL_QUEUE_ID)
+  /**
+   * Why {@link #republish} moved nothing, read in one statement that takes no lock (a plain read; the answer describes
+   * the rows as this statement saw them).
+   *
+   * @throws QueueNotFoundException if it is a dead letter whose original queue no longer exists
+   */
+  static RepublishOutcome whyNotRepublished(DSLContext ctx, long id) {
+    MessageQueue original = Q.as("original");
+    var row = ctx.select(I.EXPIRES_AT.isNull().or(I.EXPIRES_AT.gt(utcNow())), F.DEAD_LETTERED_AT.isNotNull(),
+            F.ORIGINAL_QUEUE_ID, original.NAME.isNotNull())
         .from(I)
-        .join(F).on(F.ITEM_ID.eq(I.ID))
+        .leftJoin(F).on(F.ITEM_ID.eq(I.ID))
+        .leftJoin(original).on(original.NAME.eq(F.ORIGINAL_QUEUE_ID))
         .where(I.ID.eq(id))
-        .and(F.DEAD_LETTERED_AT.isNotNull())
-        .and(I.EXPIRES_AT.gt(utcNow()))
-        .fetchOptional(F.ORIGINAL_QUEUE_ID);
-  }
-
-  static boolean queueExists(DSLContext ctx, String queue) {
-    return ctx.fetchExists(Q, Q.NAME.eq(queue));
+        .fetchOne();
+    if (row == null || !row.value1()) {
+      return RepublishOutcome.NOT_FOUND;
+    }
+    if (!row.value2()) {
+      return RepublishOutcome.NOT_A_DEAD_LETTER;
+    }
+    if (!row.value4()) {
+      throw new QueueNotFoundException(row.value3());
+    }
+    // An unexpired dead letter whose queue exists did not move: a consumer held it (it may have let go since).
+    return RepublishOutcome.HELD;
   }
 
   /**
