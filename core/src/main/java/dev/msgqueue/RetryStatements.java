@@ -299,6 +299,8 @@ final class RetryStatements {
   /**
    * Deletes up to {@code limit} failure rows whose item is gone (acked, expired and cleaned up, dead letter
    * consumed). There is no foreign key to cascade the delete (see the changeset): this is what keeps the table small.
+   * Locks: FOR UPDATE SKIP LOCKED on the failure rows, so two cleanups running at once (overlapping housekeeper ticks)
+   * delete disjoint rows and never wait for, or deadlock with, each other.
    *
    * @return how many it deleted
    */
@@ -308,7 +310,9 @@ final class RetryStatements {
         .where(F.ITEM_ID.in(select(orphan.ITEM_ID)
             .from(orphan)
             .whereNotExists(selectOne().from(I).where(I.ID.eq(orphan.ITEM_ID)))
-            .limit(limit)))
+            .limit(limit)
+            .forUpdate()
+            .skipLocked()))
         .execute();
   }
 
