@@ -3,6 +3,8 @@ package dev.msgqueue;
 import static org.jooq.impl.DSL.function;
 import static org.jooq.impl.DSL.val;
 
+import dev.msgqueue.internal.support.Arguments;
+import dev.msgqueue.internal.support.DaemonThreads;
 import java.sql.Connection;
 import java.time.Clock;
 import java.time.Duration;
@@ -97,11 +99,8 @@ public final class Housekeeper implements AutoCloseable {
     this.firstRunJitter = builder.firstRunJitter == null ? builder.interval : builder.firstRunJitter;
     this.advisoryLockKey = builder.advisoryLockKey;
     this.whileHoldingLock = builder.whileHoldingLock;
-    ScheduledThreadPoolExecutor executor = new ScheduledThreadPoolExecutor(1, runnable -> {
-      Thread thread = new Thread(runnable, "msgqueue-housekeeper");
-      thread.setDaemon(true);
-      return thread;
-    });
+    ScheduledThreadPoolExecutor executor =
+        new ScheduledThreadPoolExecutor(1, runnable -> DaemonThreads.newThread("msgqueue-housekeeper", runnable));
     executor.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
     executor.setContinueExistingPeriodicTasksAfterShutdownPolicy(false);
     this.scheduler = executor;
@@ -313,7 +312,7 @@ public final class Housekeeper implements AutoCloseable {
      * @throws IllegalArgumentException unless in [{@link #MIN_INTERVAL}, {@link #MAX_INTERVAL}]
      */
     public Builder interval(Duration value) {
-      requireWithin("interval", value, MIN_INTERVAL, MAX_INTERVAL);
+      Arguments.requireWithin(value, "interval", MIN_INTERVAL, MAX_INTERVAL);
       this.interval = value;
       return this;
     }
@@ -325,7 +324,7 @@ public final class Housekeeper implements AutoCloseable {
      * @throws IllegalArgumentException unless in [0, {@link #MAX_INTERVAL}]
      */
     public Builder firstRunJitter(Duration value) {
-      requireWithin("firstRunJitter", value, Duration.ZERO, MAX_INTERVAL);
+      Arguments.requireWithin(value, "firstRunJitter", Duration.ZERO, MAX_INTERVAL);
       this.firstRunJitter = value;
       return this;
     }
@@ -345,15 +344,6 @@ public final class Housekeeper implements AutoCloseable {
     /** A housekeeper ready for {@link Housekeeper#runOnce()} or {@link Housekeeper#start()}. */
     public Housekeeper build() {
       return new Housekeeper(this);
-    }
-
-    private static void requireWithin(String name, Duration value, Duration min, Duration max) {
-      if (value == null) {
-        throw new IllegalArgumentException(name + " is null");
-      }
-      if (value.compareTo(min) < 0 || value.compareTo(max) > 0) {
-        throw new IllegalArgumentException(name + " must be in [" + min + ", " + max + "], was " + value);
-      }
     }
   }
 }
