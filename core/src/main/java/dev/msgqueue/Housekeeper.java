@@ -1,8 +1,6 @@
 package dev.msgqueue;
 
-import static org.jooq.impl.DSL.function;
-import static org.jooq.impl.DSL.val;
-
+import dev.msgqueue.internal.sql.MaintenanceStatements;
 import dev.msgqueue.internal.support.Arguments;
 import dev.msgqueue.internal.support.DaemonThreads;
 import java.sql.Connection;
@@ -240,7 +238,7 @@ public final class Housekeeper implements AutoCloseable {
       boolean committed = false;
       try {
         Work work = null;
-        if (tryLock(connection)) {
+        if (MaintenanceStatements.tryAdvisoryLock(DSL.using(connection, SQLDialect.POSTGRES), advisoryLockKey)) {
           whileHoldingLock.run();
           List<String> reaped = repository.reapIdleQueues();
           int deleted = repository.deleteExpiredMessages();
@@ -257,14 +255,6 @@ public final class Housekeeper implements AutoCloseable {
         restoreAutoCommit(connection, autoCommit);
       }
     });
-  }
-
-  private boolean tryLock(Connection connection) {
-    // pg_try_advisory_xact_lock returns at once: true if this transaction now holds the lock, false if another does.
-    return DSL.using(connection, SQLDialect.POSTGRES)
-        .select(function("pg_try_advisory_xact_lock", Boolean.class, val(advisoryLockKey)))
-        .fetchSingle()
-        .value1();
   }
 
   private static void rollbackQuietly(Connection connection) {

@@ -3,8 +3,8 @@ package dev.msgqueue;
 import static dev.msgqueue.QueueStatements.RECEIPT_DEADLINE;
 import static dev.msgqueue.QueueStatements.RECEIPT_ID;
 import static dev.msgqueue.QueueStatements.receipts;
-import static dev.msgqueue.QueueStatements.utcNow;
-import static dev.msgqueue.QueueStatements.utcNowPlus;
+import static dev.msgqueue.internal.sql.ServerTime.utcNow;
+import static dev.msgqueue.internal.sql.ServerTime.utcNowPlus;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM_FAILURE;
@@ -14,7 +14,6 @@ import static org.jooq.impl.DSL.greatest;
 import static org.jooq.impl.DSL.inline;
 import static org.jooq.impl.DSL.name;
 import static org.jooq.impl.DSL.select;
-import static org.jooq.impl.DSL.selectOne;
 import static org.jooq.impl.DSL.val;
 
 import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
@@ -294,26 +293,6 @@ final class RetryStatements {
     }
     // An unexpired dead letter whose queue exists did not move: a consumer held it (it may have let go since).
     return RepublishOutcome.HELD;
-  }
-
-  /**
-   * Deletes up to {@code limit} failure rows whose item is gone (acked, expired and cleaned up, dead letter
-   * consumed). There is no foreign key to cascade the delete (see the changeset): this is what keeps the table small.
-   * Locks: FOR UPDATE SKIP LOCKED on the failure rows, so two cleanups running at once (overlapping housekeeper ticks)
-   * delete disjoint rows and never wait for, or deadlock with, each other.
-   *
-   * @return how many it deleted
-   */
-  static int deleteOrphanedFailures(DSLContext ctx, int limit) {
-    MessageQueueItemFailure orphan = F.as("orphan");
-    return ctx.deleteFrom(F)
-        .where(F.ITEM_ID.in(select(orphan.ITEM_ID)
-            .from(orphan)
-            .whereNotExists(selectOne().from(I).where(I.ID.eq(orphan.ITEM_ID)))
-            .limit(limit)
-            .forUpdate()
-            .skipLocked()))
-        .execute();
   }
 
   /** The receipt check: still ASSIGNED under the deadline the claim (or last extension) stored. */

@@ -2,7 +2,9 @@ package dev.msgqueue;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.msgqueue.internal.maintenance.IdleQueueReaper;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.it.QueueRows;
 import dev.msgqueue.it.Session;
 import dev.msgqueue.it.TestDatabase;
 import java.sql.Connection;

@@ -1,4 +1,4 @@
-package dev.msgqueue;
+package dev.msgqueue.it;
 
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
@@ -6,6 +6,7 @@ import static org.jooq.impl.DSL.cast;
 import static org.jooq.impl.DSL.field;
 import static org.jooq.impl.DSL.name;
 
+import dev.msgqueue.internal.sql.ServerTime;
 import dev.msgqueue.jooq.tables.records.MessageQueueItemRecord;
 import dev.msgqueue.jooq.tables.records.MessageQueueRecord;
 import java.time.Duration;
@@ -14,8 +15,8 @@ import org.jooq.DSLContext;
 import org.jooq.impl.SQLDataType;
 
 /**
- * Reads and arranges queue rows for tests, through the typed tables. It lives in core's package because it reuses the
- * server-clock expressions core writes its timestamps with.
+ * Reads and arranges queue rows for tests, through the typed tables, with the server-clock expressions core writes
+ * its timestamps with.
  */
 public final class QueueRows {
   private final DSLContext dsl;
@@ -41,7 +42,7 @@ public final class QueueRows {
   /** Makes the queue look idle for {@code idleFor}, as if nothing had touched it since. */
   public void makeIdle(String name, Duration idleFor) {
     dsl.update(MESSAGE_QUEUE)
-        .set(MESSAGE_QUEUE.LAST_ACTIVE, QueueStatements.utcNowMinus(idleFor))
+        .set(MESSAGE_QUEUE.LAST_ACTIVE, ServerTime.utcNowMinus(idleFor))
         .where(MESSAGE_QUEUE.NAME.eq(name))
         .execute();
   }
@@ -49,7 +50,7 @@ public final class QueueRows {
   /** Makes every item of the queue expired. */
   public void expireItems(String name) {
     dsl.update(MESSAGE_QUEUE_ITEM)
-        .set(MESSAGE_QUEUE_ITEM.EXPIRES_AT, QueueStatements.utcNowMinus(Duration.ofSeconds(1)))
+        .set(MESSAGE_QUEUE_ITEM.EXPIRES_AT, ServerTime.utcNowMinus(Duration.ofSeconds(1)))
         .where(MESSAGE_QUEUE_ITEM.QUEUE_ID.eq(name))
         .execute();
   }
@@ -65,10 +66,10 @@ public final class QueueRows {
   /** Unexpired items whose queue was deleted under them: what must never exist. */
   public int unexpiredOrphans() {
     return dsl.fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.isNull()
-        .and(MESSAGE_QUEUE_ITEM.EXPIRES_AT.gt(QueueStatements.utcNow())));
+        .and(MESSAGE_QUEUE_ITEM.EXPIRES_AT.gt(ServerTime.utcNow())));
   }
 
   public LocalDateTime serverUtcNow() {
-    return dsl.select(QueueStatements.utcNow()).fetchSingle().value1();
+    return dsl.select(ServerTime.utcNow()).fetchSingle().value1();
   }
 }
