@@ -341,9 +341,7 @@ final class QueueStatements {
       DSLContext ctx, Collection<ClaimedMessage> messages) {
     return ctx.deleteFrom(I)
         .using(receipts(messages))
-        .where(I.ID.eq(RECEIPT_ID))
-        .and(I.READ_AFTER.eq(RECEIPT_DEADLINE))
-        .and(I.STATUS.eq(inline(MessageQueueItemStatus.ASSIGNED)));
+        .where(heldUnderReceipt());
   }
 
   /**
@@ -358,9 +356,7 @@ final class QueueStatements {
         .set(I.STATUS, inline(MessageQueueItemStatus.PENDING))
         .set(I.READ_AFTER, utcNow())
         .from(receipts(messages))
-        .where(I.ID.eq(RECEIPT_ID))
-        .and(I.READ_AFTER.eq(RECEIPT_DEADLINE))
-        .and(I.STATUS.eq(inline(MessageQueueItemStatus.ASSIGNED)))
+        .where(heldUnderReceipt())
         .returning(I.ID)
         .fetch(I.ID);
   }
@@ -390,6 +386,23 @@ final class QueueStatements {
         .from(zipped)
         .asTable(RECEIPT);
   }
+  /**
+   * The receipt check against {@link #receipts}: the item is still ASSIGNED under the deadline its claim (or last
+   * extension) stored. Every statement that settles or extends claims in bulk checks it this way.
+   */
+  static Condition heldUnderReceipt() {
+    return I.ID.eq(RECEIPT_ID)
+        .and(I.READ_AFTER.eq(RECEIPT_DEADLINE))
+        .and(I.STATUS.eq(inline(MessageQueueItemStatus.ASSIGNED)));
+  }
+
+  /** The receipt check for one message: {@link #heldUnderReceipt()} with its id and deadline bound directly. */
+  static Condition held(ClaimedMessage message) {
+    return I.ID.eq(message.id())
+        .and(I.READ_AFTER.eq(message.receiptDeadline()))
+        .and(I.STATUS.eq(inline(MessageQueueItemStatus.ASSIGNED)));
+  }
+
 
   /**
    * Releases a claimed item whose receipt still matches: PENDING again, claimable from now + {@code delay}.
@@ -400,9 +413,7 @@ final class QueueStatements {
     return ctx.update(I)
         .set(I.STATUS, MessageQueueItemStatus.PENDING)
         .set(I.READ_AFTER, utcNowPlus(delay))
-        .where(I.ID.eq(message.id()))
-        .and(I.READ_AFTER.eq(message.receiptDeadline()))
-        .and(I.STATUS.eq(MessageQueueItemStatus.ASSIGNED))
+        .where(held(message))
         .execute();
   }
 
