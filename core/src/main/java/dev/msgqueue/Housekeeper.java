@@ -18,8 +18,6 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.jooq.DSLContext;
-import org.jooq.SQLDialect;
-import org.jooq.impl.DSL;
 import org.jooq.impl.DefaultConnectionProvider;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -238,7 +236,8 @@ public final class Housekeeper implements AutoCloseable {
       boolean committed = false;
       try {
         Work work = null;
-        if (MaintenanceStatements.tryAdvisoryLock(DSL.using(connection, SQLDialect.POSTGRES), advisoryLockKey)) {
+        // The lock statement on the connection it must hold the lock on, under the repository's deadlines.
+        if (MaintenanceStatements.tryAdvisoryLock(ctx.configuration().derive(connection).dsl(), advisoryLockKey)) {
           whileHoldingLock.run();
           List<String> reaped = repository.reapIdleQueues();
           int deleted = repository.deleteExpiredMessages();

@@ -7,6 +7,7 @@ import static org.jooq.impl.DSL.field;
 import static org.jooq.impl.DSL.name;
 
 import dev.msgqueue.internal.sql.ServerTime;
+import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
 import dev.msgqueue.jooq.tables.records.MessageQueueItemRecord;
 import dev.msgqueue.jooq.tables.records.MessageQueueRecord;
 import java.time.Duration;
@@ -52,6 +53,15 @@ public final class QueueRows {
     dsl.update(MESSAGE_QUEUE_ITEM)
         .set(MESSAGE_QUEUE_ITEM.EXPIRES_AT, ServerTime.utcNowMinus(Duration.ofSeconds(1)))
         .where(MESSAGE_QUEUE_ITEM.QUEUE_ID.eq(name))
+        .execute();
+  }
+
+  /** Makes the lease of every claimed item of the queue run out: each is claimable again, as a redelivery. */
+  public void leasesRunOut(String name) {
+    dsl.update(MESSAGE_QUEUE_ITEM)
+        .set(MESSAGE_QUEUE_ITEM.READ_AFTER, ServerTime.utcNowMinus(Duration.ofSeconds(1)))
+        .where(MESSAGE_QUEUE_ITEM.QUEUE_ID.eq(name))
+        .and(MESSAGE_QUEUE_ITEM.STATUS.eq(MessageQueueItemStatus.ASSIGNED))
         .execute();
   }
 
