@@ -45,7 +45,7 @@ class IdleQueueReaperIT {
     QueueSpec b = QueueSpec.autoDeleted("idle-b");
     repository.bindQueue(a);
     repository.bindQueue(b);
-    long id = repository.publish(a, "{}", PublishOptions.defaults().withTtl(Duration.ofMillis(800)));
+    long id = repository.publish(a, "{}", PublishOptions.defaults().withTtl(Duration.ofSeconds(3)));
     rows.makeIdle("held-a", IDLE);
     rows.makeIdle("idle-b", IDLE);
 
@@ -111,7 +111,7 @@ class IdleQueueReaperIT {
     idle.forEach(name -> rows.makeIdle(name, IDLE));
     QueueSpec held = QueueSpec.autoDeleted("held-first");
     repository.bindQueue(held);
-    long id = repository.publish(held, "{}", PublishOptions.defaults().withTtl(Duration.ofMillis(800)));
+    long id = repository.publish(held, "{}", PublishOptions.defaults().withTtl(Duration.ofSeconds(3)));
     rows.makeIdle("held-first", Duration.ofHours(3));
 
     try (Session consumer = Session.open(db)) {
