@@ -322,60 +322,6 @@ with
       )
     )
     order by "claimable"."id"
-    fetch next 10 rows only
-    for update skip locked
-  )
-update "MessageQueueItem"
-set
-  "status" = cast('ASSIGNED' as "MessageQueueItemStatus"),
-  "readAfter" = (date_trunc(
-    'milliseconds',
-    timezone(
-      'UTC',
-      cast(
-        current_timestamp
-        as timestamp with time zone
-      )
-    )
-  ) + cast($2 as interval day to second))
-from "claimed"
-where "MessageQueueItem"."id" = "claimed"."id"
-returning 
-  "MessageQueueItem"."id",
-  "MessageQueueItem"."payload",
-  cast(
-    (extract(epoch from "MessageQueueItem"."readAfter") * 1000)
-    as bigint
-  ),
-  "claimed"."previousStatus";
-with
-  "claimed"("id", "previousStatus") as (
-    select "claimable"."id", "claimable"."status"
-    from "MessageQueueItem" as "claimable"
-    where (
-      "claimable"."queueId" = $1
-      and "claimable"."readAfter" <= date_trunc(
-        'milliseconds',
-        timezone(
-          'UTC',
-          cast(
-            current_timestamp
-            as timestamp with time zone
-          )
-        )
-      )
-      and "claimable"."expiresAt" > date_trunc(
-        'milliseconds',
-        timezone(
-          'UTC',
-          cast(
-            current_timestamp
-            as timestamp with time zone
-          )
-        )
-      )
-    )
-    order by "claimable"."id"
     fetch next 6 rows only
     for update skip locked
   )

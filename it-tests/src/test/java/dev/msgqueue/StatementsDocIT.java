@@ -119,7 +119,7 @@ class StatementsDocIT {
     queues.fail(leased.get(4), new IllegalStateException("retry"), policy);
     rows.leasesRunOut("orders");
     List<ClaimedMessage> toHandle =
-        queues.countRedeliveries(queues.claim("orders", 10, Duration.ofMinutes(5)), policy);
+        queues.countRedeliveries(queues.claim("orders", 6, Duration.ofMinutes(5)), policy);
     queues.fail(toHandle.get(0), new IllegalStateException("dead"), RetryPolicy.builder("orders-dead-letters")
         .maxDeliveries(1).build());
     long deadLetter = queues.deadLetters("orders-dead-letters", 10).get(0).id();
