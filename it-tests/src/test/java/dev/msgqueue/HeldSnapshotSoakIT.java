@@ -1,5 +1,6 @@
 package dev.msgqueue;
 
+import static dev.msgqueue.it.MessageIds.assertSameIds;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -14,8 +15,8 @@ import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicLong;
 import org.jooq.DSLContext;
 import org.junit.jupiter.api.Test;
 
@@ -36,8 +37,12 @@ class HeldSnapshotSoakIT {
 
   private final List<Sample> samples = new CopyOnWriteArrayList<>();
   private final List<Claim> claims = Collections.synchronizedList(new ArrayList<>());
+  private final List<Throwable> threadFailures = new CopyOnWriteArrayList<>();
   private volatile String phase = "before";
-  private volatile boolean running = true;
+  private volatile boolean sampling = true;
+  private volatile boolean publishing = true;
+  // Set by the publisher after its last publishBatch returned and its ids were recorded.
+  private final CountDownLatch publisherStopped = new CountDownLatch(1);
 
   @Test
   void vacuumCatchesUpOnceAHeldSnapshotIsReleased() throws Exception {
@@ -50,21 +55,32 @@ class HeldSnapshotSoakIT {
       Set<Long> handled = ConcurrentHashMap.newKeySet();
       long start = System.nanoTime();
       Thread publisher = start("soak-publisher", () -> {
-        while (running) {
-          List<String> batch = new ArrayList<>();
-          for (int i = 0; i < 10; i++) {
-            batch.add("{\"n\": " + i + ", \"pad\": \"" + "x".repeat(200) + "\"}");
+        try {
+          while (publishing) {
+            List<String> batch = new ArrayList<>();
+            for (int i = 0; i < 10; i++) {
+              batch.add("{\"n\": " + i + ", \"pad\": \"" + "x".repeat(200) + "\"}");
+            }
+            published.addAll(repository.publishBatch(queue, batch));
+            sleep(20); // ~500 messages/s
           }
-          published.addAll(repository.publishBatch(queue, batch));
-          sleep(20); // ~500 messages/s
+        } finally {
+          publisherStopped.countDown();
         }
       });
       Thread consumer = start("soak-consumer", () -> {
-        while (running || handled.size() < published.size()) {
+        while (true) {
+          // Read before the claim: an empty claim after the publisher stopped means every committed message (and so
+          // every recorded id) has been claimed and acked. Comparing counts instead can stop between a batch's
+          // commit and the publisher recording its ids.
+          boolean publisherDone = publisherStopped.getCount() == 0;
           long before = System.nanoTime();
           List<ClaimedMessage> claimed = repository.claim(QUEUE, 20, Duration.ofSeconds(30));
           claims.add(new Claim(phase, System.nanoTime() - before, claimed.size()));
           if (claimed.isEmpty()) {
+            if (publisherDone) {
+              return;
+            }
             sleep(5);
             continue;
           }
@@ -73,7 +89,7 @@ class HeldSnapshotSoakIT {
       });
       DSLContext observer = db.dsl();
       Thread sampler = start("soak-sampler", () -> {
-        while (running) {
+        while (sampling) {
           samples.add(sample(observer, phase, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start)));
           sleep(1_000);
         }
@@ -105,13 +121,16 @@ class HeldSnapshotSoakIT {
         }
         sleep(500);
       }
-      running = false;
+      publishing = false;
+      sampling = false;
       for (Thread thread : List.of(publisher, consumer, sampler)) {
         thread.join(60_000);
+        assertThat(thread.isAlive()).as("%s stopped within 60 s", thread.getName()).isFalse();
       }
       report(cleanedAfter);
-      assertThat(handled).as("every published message handled").containsAll(published);
-      assertThat(db.dsl().fetchCount(MESSAGE_QUEUE_ITEM)).isZero();
+      assertThat(threadFailures).as("exceptions in the soak's threads").isEmpty();
+      assertSameIds("handled vs published", published, handled);
+      assertThat(db.dsl().fetchCount(MESSAGE_QUEUE_ITEM)).as("messages left in the table").isZero();
       assertThat(cleanedAfter).as("vacuum removed the dead rows within 120 s of the snapshot's release").isNotNegative();
     }
   }
@@ -156,8 +175,14 @@ class HeldSnapshotSoakIT {
     return sorted[Math.min(sorted.length - 1, (int) Math.floor(p * sorted.length))] / 1e6;
   }
 
-  private static Thread start(String name, Runnable body) {
-    Thread thread = new Thread(body, name);
+  private Thread start(String name, Runnable body) {
+    Thread thread = new Thread(() -> {
+      try {
+        body.run();
+      } catch (Throwable failure) {
+        threadFailures.add(failure);
+      }
+    }, name);
     thread.setDaemon(true);
     thread.start();
     return thread;
