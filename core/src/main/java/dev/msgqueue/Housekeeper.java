@@ -1,8 +1,8 @@
 package dev.msgqueue;
 
-import static org.jooq.impl.DSL.function;
-import static org.jooq.impl.DSL.val;
-
+import dev.msgqueue.internal.sql.MaintenanceStatements;
+import dev.msgqueue.internal.support.Arguments;
+import dev.msgqueue.internal.support.DaemonThreads;
 import java.sql.Connection;
 import java.time.Clock;
 import java.time.Duration;
@@ -18,8 +18,6 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.jooq.DSLContext;
-import org.jooq.SQLDialect;
-import org.jooq.impl.DSL;
 import org.jooq.impl.DefaultConnectionProvider;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -97,11 +95,8 @@ public final class Housekeeper implements AutoCloseable {
     this.firstRunJitter = builder.firstRunJitter == null ? builder.interval : builder.firstRunJitter;
     this.advisoryLockKey = builder.advisoryLockKey;
     this.whileHoldingLock = builder.whileHoldingLock;
-    ScheduledThreadPoolExecutor executor = new ScheduledThreadPoolExecutor(1, runnable -> {
-      Thread thread = new Thread(runnable, "msgqueue-housekeeper");
-      thread.setDaemon(true);
-      return thread;
-    });
+    ScheduledThreadPoolExecutor executor =
+        new ScheduledThreadPoolExecutor(1, runnable -> DaemonThreads.newThread("msgqueue-housekeeper", runnable));
     executor.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
     executor.setContinueExistingPeriodicTasksAfterShutdownPolicy(false);
     this.scheduler = executor;
@@ -241,7 +236,8 @@ public final class Housekeeper implements AutoCloseable {
       boolean committed = false;
       try {
         Work work = null;
-        if (tryLock(connection)) {
+        // The lock statement on the connection it must hold the lock on, under the repository's deadlines.
+        if (MaintenanceStatements.tryAdvisoryLock(ctx.configuration().derive(connection).dsl(), advisoryLockKey)) {
           whileHoldingLock.run();
           List<String> reaped = repository.reapIdleQueues();
           int deleted = repository.deleteExpiredMessages();
@@ -258,14 +254,6 @@ public final class Housekeeper implements AutoCloseable {
         restoreAutoCommit(connection, autoCommit);
       }
     });
-  }
-
-  private boolean tryLock(Connection connection) {
-    // pg_try_advisory_xact_lock returns at once: true if this transaction now holds the lock, false if another does.
-    return DSL.using(connection, SQLDialect.POSTGRES)
-        .select(function("pg_try_advisory_xact_lock", Boolean.class, val(advisoryLockKey)))
-        .fetchSingle()
-        .value1();
   }
 
   private static void rollbackQuietly(Connection connection) {
@@ -313,7 +301,7 @@ public final class Housekeeper implements AutoCloseable {
      * @throws IllegalArgumentException unless in [{@link #MIN_INTERVAL}, {@link #MAX_INTERVAL}]
      */
     public Builder interval(Duration value) {
-      requireWithin("interval", value, MIN_INTERVAL, MAX_INTERVAL);
+      Arguments.requireWithin(value, "interval", MIN_INTERVAL, MAX_INTERVAL);
       this.interval = value;
       return this;
     }
@@ -325,7 +313,7 @@ public final class Housekeeper implements AutoCloseable {
      * @throws IllegalArgumentException unless in [0, {@link #MAX_INTERVAL}]
      */
     public Builder firstRunJitter(Duration value) {
-      requireWithin("firstRunJitter", value, Duration.ZERO, MAX_INTERVAL);
+      Arguments.requireWithin(value, "firstRunJitter", Duration.ZERO, MAX_INTERVAL);
       this.firstRunJitter = value;
       return this;
     }
@@ -345,15 +333,6 @@ public final class Housekeeper implements AutoCloseable {
     /** A housekeeper ready for {@link Housekeeper#runOnce()} or {@link Housekeeper#start()}. */
     public Housekeeper build() {
       return new Housekeeper(this);
-    }
-
-    private static void requireWithin(String name, Duration value, Duration min, Duration max) {
-      if (value == null) {
-        throw new IllegalArgumentException(name + " is null");
-      }
-      if (value.compareTo(min) < 0 || value.compareTo(max) > 0) {
-        throw new IllegalArgumentException(name + " must be in [" + min + ", " + max + "], was " + value);
-      }
     }
   }
 }

@@ -1,5 +1,9 @@
 package dev.msgqueue;
 
+import dev.msgqueue.internal.maintenance.ExpiredMessageCleanup;
+import dev.msgqueue.internal.maintenance.IdleQueueReaper;
+import dev.msgqueue.internal.sql.SessionSettings;
+import dev.msgqueue.internal.support.Arguments;
 import java.sql.Connection;
 import java.time.Duration;
 import java.time.Instant;
@@ -401,7 +405,7 @@ public final class MessageQueueRepository {
    */
   void bindQueueWithin(QueueSpec spec, Duration lockTimeout) {
     ctx.transaction(tx -> {
-      QueueStatements.limitLockWaits(tx.dsl(), lockTimeout);
+      SessionSettings.limitLockWaits(tx.dsl(), lockTimeout);
       QueueStatements.bind(tx.dsl(), spec);
     });
     publisher.keptAlive(spec.name());

@@ -1,5 +1,6 @@
 package dev.msgqueue;
 
+import dev.msgqueue.internal.support.Arguments;
 import java.time.Duration;
 
 /**
@@ -67,24 +68,24 @@ public record MsgQueueConfig(
   public static final Duration MAX_WAKEUP_WINDOW = Duration.ofHours(1);
 
   public MsgQueueConfig {
-    requireWithin("keepAliveInterval", keepAliveInterval, MAX_KEEP_ALIVE_INTERVAL);
-    requireWithin("reapIdleThreshold", reapIdleThreshold, MAX_REAP_IDLE_THRESHOLD);
+    Arguments.requirePositiveAtMost(keepAliveInterval, "keepAliveInterval", MAX_KEEP_ALIVE_INTERVAL);
+    Arguments.requirePositiveAtMost(reapIdleThreshold, "reapIdleThreshold", MAX_REAP_IDLE_THRESHOLD);
     if (keepAliveInterval.compareTo(reapIdleThreshold.dividedBy(4)) > 0) {
       throw new IllegalArgumentException("keepAliveInterval (" + keepAliveInterval
           + ") must be at most a quarter of reapIdleThreshold (" + reapIdleThreshold + ")");
     }
-    requireWithin("defaultMessageTtl", defaultMessageTtl, MAX_MESSAGE_LIFETIME);
+    Arguments.requirePositiveAtMost(defaultMessageTtl, "defaultMessageTtl", MAX_MESSAGE_LIFETIME);
     requireRange("reapBatchSize", reapBatchSize, 1, 10_000);
     requireRange("cleanupBatchSize", cleanupBatchSize, 1, 100_000);
     requireRange("maxPayloadBytes", maxPayloadBytes, 2, PAYLOAD_BYTES_CEILING);
     requireRange("maxTrackedQueues", maxTrackedQueues, 16, 10_000_000);
     Arguments.requireWithin(statementTimeout, "statementTimeout", MIN_STATEMENT_TIMEOUT, MAX_STATEMENT_TIMEOUT);
-    requireWithin("lockTimeout", lockTimeout, MAX_STATEMENT_TIMEOUT);
+    Arguments.requirePositiveAtMost(lockTimeout, "lockTimeout", MAX_STATEMENT_TIMEOUT);
     if (lockTimeout.compareTo(statementTimeout) > 0) {
       throw new IllegalArgumentException("lockTimeout (" + lockTimeout + ") must be at most statementTimeout ("
           + statementTimeout + ")");
     }
-    requireWithin("wakeupWindow", wakeupWindow, MAX_WAKEUP_WINDOW);
+    Arguments.requirePositiveAtMost(wakeupWindow, "wakeupWindow", MAX_WAKEUP_WINDOW);
   }
 
   /**
@@ -98,10 +99,6 @@ public record MsgQueueConfig(
 
   public static Builder builder() {
     return new Builder();
-  }
-
-  private static Duration requireWithin(String name, Duration value, Duration max) {
-    return Arguments.requirePositiveAtMost(value, name, max);
   }
 
   private static void requireRange(String name, int value, int min, int max) {
@@ -129,13 +126,13 @@ public record MsgQueueConfig(
 
     /** @throws IllegalArgumentException unless positive and at most {@link MsgQueueConfig#MAX_KEEP_ALIVE_INTERVAL} */
     public Builder keepAliveInterval(Duration value) {
-      this.keepAliveInterval = requireWithin("keepAliveInterval", value, MAX_KEEP_ALIVE_INTERVAL);
+      this.keepAliveInterval = Arguments.requirePositiveAtMost(value, "keepAliveInterval", MAX_KEEP_ALIVE_INTERVAL);
       return this;
     }
 
     /** @throws IllegalArgumentException unless positive and at most {@link MsgQueueConfig#MAX_REAP_IDLE_THRESHOLD} */
     public Builder reapIdleThreshold(Duration value) {
-      this.reapIdleThreshold = requireWithin("reapIdleThreshold", value, MAX_REAP_IDLE_THRESHOLD);
+      this.reapIdleThreshold = Arguments.requirePositiveAtMost(value, "reapIdleThreshold", MAX_REAP_IDLE_THRESHOLD);
       return this;
     }
 
@@ -151,7 +148,7 @@ public record MsgQueueConfig(
 
     /** @throws IllegalArgumentException unless positive and at most {@link MsgQueueConfig#MAX_MESSAGE_LIFETIME} */
     public Builder defaultMessageTtl(Duration value) {
-      this.defaultMessageTtl = requireWithin("defaultMessageTtl", value, MAX_MESSAGE_LIFETIME);
+      this.defaultMessageTtl = Arguments.requirePositiveAtMost(value, "defaultMessageTtl", MAX_MESSAGE_LIFETIME);
       return this;
     }
 
@@ -174,7 +171,7 @@ public record MsgQueueConfig(
 
     /** @throws IllegalArgumentException unless positive and at most {@link MsgQueueConfig#MAX_STATEMENT_TIMEOUT} */
     public Builder lockTimeout(Duration value) {
-      this.lockTimeout = requireWithin("lockTimeout", value, MAX_STATEMENT_TIMEOUT);
+      this.lockTimeout = Arguments.requirePositiveAtMost(value, "lockTimeout", MAX_STATEMENT_TIMEOUT);
       return this;
     }
 
@@ -185,7 +182,7 @@ public record MsgQueueConfig(
 
     /** @throws IllegalArgumentException unless positive and at most {@link MsgQueueConfig#MAX_WAKEUP_WINDOW} */
     public Builder wakeupWindow(Duration value) {
-      this.wakeupWindow = requireWithin("wakeupWindow", value, MAX_WAKEUP_WINDOW);
+      this.wakeupWindow = Arguments.requirePositiveAtMost(value, "wakeupWindow", MAX_WAKEUP_WINDOW);
       return this;
     }
 

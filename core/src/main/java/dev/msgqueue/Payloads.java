@@ -5,6 +5,7 @@ import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.StreamReadConstraints;
 import com.fasterxml.jackson.core.exc.StreamConstraintsException;
+import dev.msgqueue.internal.support.Arguments;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import org.jooq.JSONB;

@@ -1,5 +1,6 @@
 package dev.msgqueue;
 
+import dev.msgqueue.internal.support.Arguments;
 import java.nio.charset.StandardCharsets;
 import java.util.UUID;
 

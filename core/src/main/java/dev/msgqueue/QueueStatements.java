@@ -1,9 +1,12 @@
 package dev.msgqueue;
 
+import static dev.msgqueue.internal.sql.ServerTime.epochMillis;
+import static dev.msgqueue.internal.sql.ServerTime.fromEpochMillis;
+import static dev.msgqueue.internal.sql.ServerTime.utcNow;
+import static dev.msgqueue.internal.sql.ServerTime.utcNowMinus;
+import static dev.msgqueue.internal.sql.ServerTime.utcNowPlus;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
-import static org.jooq.impl.DSL.currentOffsetDateTime;
-import static org.jooq.impl.DSL.extract;
 import static org.jooq.impl.DSL.field;
 import static org.jooq.impl.DSL.function;
 import static org.jooq.impl.DSL.inline;
@@ -15,6 +18,7 @@ import static org.jooq.impl.DSL.noCondition;
 import static org.jooq.impl.DSL.val;
 import static org.jooq.impl.DSL.unnest;
 
+import dev.msgqueue.internal.sql.ServerTime;
 import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
 import dev.msgqueue.jooq.tables.MessageQueue;
 import dev.msgqueue.jooq.tables.MessageQueueItem;
@@ -22,7 +26,6 @@ import dev.msgqueue.jooq.tables.records.MessageQueueItemRecord;
 import dev.msgqueue.jooq.tables.records.MessageQueueRecord;
 import java.time.Duration;
 import java.time.LocalDateTime;
-import java.time.ZoneOffset;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
@@ -30,7 +33,6 @@ import java.util.function.Function;
 import org.jooq.CommonTableExpression;
 import org.jooq.Condition;
 import org.jooq.DSLContext;
-import org.jooq.DatePart;
 import org.jooq.DeleteConditionStep;
 import org.jooq.DataType;
 import org.jooq.Field;
@@ -46,7 +48,6 @@ import org.jooq.Table;
 import org.jooq.UpdateConditionStep;
 import org.jooq.exception.DataAccessException;
 import org.jooq.impl.SQLDataType;
-import org.jooq.types.DayToSecond;
 
 /**
  * Every statement msgqueue runs, in one place, with the row locks each one takes (PostgreSQL's row-level lock
@@ -60,8 +61,7 @@ import org.jooq.types.DayToSecond;
  *       SHARE, and it never waits for another keep-alive writer or for the reaper.
  *   <li>{@link #healAndInsertItems}, {@link #createOrTouch} and {@link #bind}: an upsert, NO KEY UPDATE on an existing
  *       row.
- *   <li>The maintenance jobs' statements, with their locks, are in {@link IdleQueueReaper} and
- *       {@link ExpiredMessageCleanup}.
+ *   <li>The maintenance jobs' statements, with their locks, are in {@link MaintenanceStatements}.
  *   <li>{@link #claim}: FOR UPDATE SKIP LOCKED on the claimed item rows only, so competing consumers never wait for
  *       each other nor get the same item. It does not change {@code "queueId"}, so the foreign key takes no lock on
  *       the queue row: consumers never touch {@code "MessageQueue"}.
@@ -72,7 +72,7 @@ import org.jooq.types.DayToSecond;
  *       transaction commits, which is why {@link Wakeups} coalesces these.
  * </ul>
  *
- * All timestamps are computed by the server in UTC ({@link #utcNow()}), whatever the session's TimeZone: the columns
+ * All timestamps are computed by the server in UTC ({@link ServerTime#utcNow()}), whatever the session's TimeZone: the columns
  * are {@code timestamp} without time zone.
  */
 final class QueueStatements {
@@ -93,56 +93,11 @@ final class QueueStatements {
   private static final String ZIPPED = "zipped";
   private static final Field<Long> ZIPPED_ID = field(name(ZIPPED, "id"), SQLDataType.BIGINT);
   private static final Field<Long> ZIPPED_MILLIS = field(name(ZIPPED, "millis"), SQLDataType.BIGINT);
-  private static final LocalDateTime EPOCH = LocalDateTime.of(1970, 1, 1, 0, 0);
 
   /** SQLSTATE foreign_key_violation: the only foreign key of "MessageQueueItem" is its queue. */
   private static final String FOREIGN_KEY_VIOLATION = "23503";
 
   private QueueStatements() { }
-
-  /**
-   * {@code date_trunc('milliseconds', timezone('UTC', now()))}: the server's transaction time as UTC wall-clock time,
-   * at the columns' millisecond precision. Truncated, not left to the column's rounding: a "readable now" stored
-   * rounded up would keep a message unclaimable for up to half a millisecond after its publish or release.
-   */
-  static Field<LocalDateTime> utcNow() {
-    // date_trunc by name: jOOQ's trunc() knows no millisecond part.
-    return function("date_trunc", SQLDataType.LOCALDATETIME, inline("milliseconds"),
-        function("timezone", SQLDataType.LOCALDATETIME, inline("UTC"), currentOffsetDateTime()));
-  }
-
-  /**
-   * A timestamp as milliseconds since 1970-01-01 00:00 of the same wall clock (the columns are UTC): exact, since the
-   * columns hold milliseconds and PostgreSQL's {@code extract} returns numeric. The claim returns its deadline this
-   * way and receipts travel this way because a {@code bigint} converts at no cost on either side, where every
-   * {@code timestamp} read or bound went through calendar arithmetic in the driver or in jOOQ (measured: about a
-   * sixth of the time an ack of 100 receipts spent in the client).
-   */
-  static Field<Long> epochMillis(Field<LocalDateTime> timestamp) {
-    return extract(timestamp, DatePart.EPOCH).mul(inline(1000)).cast(SQLDataType.BIGINT);
-  }
-
-  /** The inverse of {@link #epochMillis(Field)} in SQL: exact, as an interval times an integer below 2^53. */
-  static Field<LocalDateTime> fromEpochMillis(Field<Long> millis) {
-    return inline(EPOCH).plus(inline(DayToSecond.valueOf(Duration.ofMillis(1))).mul(millis));
-  }
-
-  static LocalDateTime fromEpochMillis(long millis) {
-    return LocalDateTime.ofEpochSecond(Math.floorDiv(millis, 1000), (int) Math.floorMod(millis, 1000) * 1_000_000,
-        ZoneOffset.UTC);
-  }
-
-  static long epochMillis(LocalDateTime timestamp) {
-    return timestamp.toEpochSecond(ZoneOffset.UTC) * 1000 + timestamp.getNano() / 1_000_000;
-  }
-
-  static Field<LocalDateTime> utcNowPlus(Duration duration) {
-    return duration.isZero() ? utcNow() : utcNow().plus(val(DayToSecond.valueOf(duration)));
-  }
-
-  static Field<LocalDateTime> utcNowMinus(Duration duration) {
-    return utcNow().minus(val(DayToSecond.valueOf(duration)));
-  }
 
   /**
    * The publish fast path outside a transaction (autocommit): a plain insert of the payloads, the cheapest statement
@@ -274,12 +229,6 @@ final class QueueStatements {
         .execute();
   }
 
-  /** Bounds every lock wait in the current transaction (PostgreSQL's {@code SET LOCAL lock_timeout}). */
-  static void limitLockWaits(DSLContext tx, Duration lockTimeout) {
-    tx.select(function("set_config", SQLDataType.VARCHAR, inline("lock_timeout"), val(lockTimeout.toMillis() + "ms"),
-        inline(true))).fetch();
-  }
-
   /**
    * Claims up to {@code max} items of {@code queue}, lowest id first, in one statement, and returns them (unordered)
    * with the deadline it stored as their receipt and the status each had before this claim.
@@ -392,9 +341,7 @@ final class QueueStatements {
       DSLContext ctx, Collection<ClaimedMessage> messages) {
     return ctx.deleteFrom(I)
         .using(receipts(messages))
-        .where(I.ID.eq(RECEIPT_ID))
-        .and(I.READ_AFTER.eq(RECEIPT_DEADLINE))
-        .and(I.STATUS.eq(inline(MessageQueueItemStatus.ASSIGNED)));
+        .where(heldUnderReceipt());
   }
 
   /**
@@ -409,9 +356,7 @@ final class QueueStatements {
         .set(I.STATUS, inline(MessageQueueItemStatus.PENDING))
         .set(I.READ_AFTER, utcNow())
         .from(receipts(messages))
-        .where(I.ID.eq(RECEIPT_ID))
-        .and(I.READ_AFTER.eq(RECEIPT_DEADLINE))
-        .and(I.STATUS.eq(inline(MessageQueueItemStatus.ASSIGNED)))
+        .where(heldUnderReceipt())
         .returning(I.ID)
         .fetch(I.ID);
   }
@@ -423,7 +368,7 @@ final class QueueStatements {
 
   /**
    * The receipts as a table {@code receipt(id, deadline)}, from two {@code bigint} arrays: the ids and the deadlines
-   * in {@link #epochMillis(Field) milliseconds}. The {@code unnest} is plain SQL because jOOQ's {@code unnest} takes
+   * in {@link ServerTime#epochMillis(Field) milliseconds}. The {@code unnest} is plain SQL because jOOQ's {@code unnest} takes
    * one array, and PostgreSQL's multi-array form is what zips the two into rows.
    */
   static Table<?> receipts(Collection<ClaimedMessage> messages) {
@@ -441,6 +386,23 @@ final class QueueStatements {
         .from(zipped)
         .asTable(RECEIPT);
   }
+  /**
+   * The receipt check against {@link #receipts}: the item is still ASSIGNED under the deadline its claim (or last
+   * extension) stored. Every statement that settles or extends claims in bulk checks it this way.
+   */
+  static Condition heldUnderReceipt() {
+    return I.ID.eq(RECEIPT_ID)
+        .and(I.READ_AFTER.eq(RECEIPT_DEADLINE))
+        .and(I.STATUS.eq(inline(MessageQueueItemStatus.ASSIGNED)));
+  }
+
+  /** The receipt check for one message: {@link #heldUnderReceipt()} with its id and deadline bound directly. */
+  static Condition held(ClaimedMessage message) {
+    return I.ID.eq(message.id())
+        .and(I.READ_AFTER.eq(message.receiptDeadline()))
+        .and(I.STATUS.eq(inline(MessageQueueItemStatus.ASSIGNED)));
+  }
+
 
   /**
    * Releases a claimed item whose receipt still matches: PENDING again, claimable from now + {@code delay}.
@@ -451,9 +413,7 @@ final class QueueStatements {
     return ctx.update(I)
         .set(I.STATUS, MessageQueueItemStatus.PENDING)
         .set(I.READ_AFTER, utcNowPlus(delay))
-        .where(I.ID.eq(message.id()))
-        .and(I.READ_AFTER.eq(message.receiptDeadline()))
-        .and(I.STATUS.eq(MessageQueueItemStatus.ASSIGNED))
+        .where(held(message))
         .execute();
   }
 

@@ -1,5 +1,6 @@
 package dev.msgqueue;
 
+import dev.msgqueue.internal.support.Arguments;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.HashMap;

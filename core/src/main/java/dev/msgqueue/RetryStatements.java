@@ -1,10 +1,10 @@
 package dev.msgqueue;
 
-import static dev.msgqueue.QueueStatements.RECEIPT_DEADLINE;
-import static dev.msgqueue.QueueStatements.RECEIPT_ID;
+import static dev.msgqueue.QueueStatements.held;
+import static dev.msgqueue.QueueStatements.heldUnderReceipt;
 import static dev.msgqueue.QueueStatements.receipts;
-import static dev.msgqueue.QueueStatements.utcNow;
-import static dev.msgqueue.QueueStatements.utcNowPlus;
+import static dev.msgqueue.internal.sql.ServerTime.utcNow;
+import static dev.msgqueue.internal.sql.ServerTime.utcNowPlus;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM_FAILURE;
@@ -14,7 +14,6 @@ import static org.jooq.impl.DSL.greatest;
 import static org.jooq.impl.DSL.inline;
 import static org.jooq.impl.DSL.name;
 import static org.jooq.impl.DSL.select;
-import static org.jooq.impl.DSL.selectOne;
 import static org.jooq.impl.DSL.val;
 
 import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
@@ -24,6 +23,8 @@ import dev.msgqueue.jooq.tables.MessageQueueItemFailure;
 import java.time.Duration;
 import java.time.LocalDateTime;
 import java.util.Collection;
+import java.util.LinkedHashMap;
+import java.util.Map;
 import java.util.Optional;
 import org.jooq.CommonTableExpression;
 import org.jooq.Condition;
@@ -89,9 +90,7 @@ final class RetryStatements {
     return ctx.update(I)
         .set(I.READ_AFTER, greatest(utcNowPlus(lease), ONE_MILLISECOND_LATER))
         .from(receipts(messages))
-        .where(I.ID.eq(RECEIPT_ID))
-        .and(I.READ_AFTER.eq(RECEIPT_DEADLINE))
-        .and(I.STATUS.eq(MessageQueueItemStatus.ASSIGNED))
+        .where(heldUnderReceipt())
         .returningResult(I.ID, I.READ_AFTER)
         .fetch();
   }
@@ -130,10 +129,7 @@ final class RetryStatements {
             F.LAST_ERROR_MESSAGE), utcNow()).from(released))
         .onConflict(F.ITEM_ID)
         .doUpdate()
-        .set(F.FAILED_DELIVERIES, F.FAILED_DELIVERIES.plus(inline(1)))
-        .set(F.LAST_ERROR_CLASS, val(errorClass, F.LAST_ERROR_CLASS))
-        .set(F.LAST_ERROR_MESSAGE, val(errorMessage, F.LAST_ERROR_MESSAGE))
-        .set(F.LAST_FAILED_AT, utcNow())
+        .set(failureCounted(1, errorClass, errorMessage))
         .execute();
   }
 
@@ -179,10 +175,7 @@ final class RetryStatements {
             utcNow()).from(moved))
         .onConflict(F.ITEM_ID)
         .doUpdate()
-        .set(F.FAILED_DELIVERIES, F.FAILED_DELIVERIES.plus(inline(countedDeliveries)))
-        .set(F.LAST_ERROR_CLASS, val(errorClass, F.LAST_ERROR_CLASS))
-        .set(F.LAST_ERROR_MESSAGE, val(errorMessage, F.LAST_ERROR_MESSAGE))
-        .set(F.LAST_FAILED_AT, utcNow())
+        .set(failureCounted(countedDeliveries, errorClass, errorMessage))
         .set(F.ORIGINAL_QUEUE_ID, val(message.queueName(), F.ORIGINAL_QUEUE_ID))
         .set(F.DEAD_LETTERED_AT, utcNow())
         .execute();
@@ -201,14 +194,10 @@ final class RetryStatements {
         .select(select(I.ID, inline(1), val(DeadLetter.LEASE_EXPIRED, F.LAST_ERROR_CLASS),
                 val(errorMessage, F.LAST_ERROR_MESSAGE), utcNow())
             .from(I)
-            .join(receipts(messages)).on(I.ID.eq(RECEIPT_ID).and(I.READ_AFTER.eq(RECEIPT_DEADLINE)))
-            .where(I.STATUS.eq(MessageQueueItemStatus.ASSIGNED)))
+            .join(receipts(messages)).on(heldUnderReceipt()))
         .onConflict(F.ITEM_ID)
         .doUpdate()
-        .set(F.FAILED_DELIVERIES, F.FAILED_DELIVERIES.plus(inline(1)))
-        .set(F.LAST_ERROR_CLASS, val(DeadLetter.LEASE_EXPIRED, F.LAST_ERROR_CLASS))
-        .set(F.LAST_ERROR_MESSAGE, val(errorMessage, F.LAST_ERROR_MESSAGE))
-        .set(F.LAST_FAILED_AT, utcNow())
+        .set(failureCounted(1, DeadLetter.LEASE_EXPIRED, errorMessage))
         .returningResult(F.ITEM_ID, F.FAILED_DELIVERIES)
         .fetch();
   }
@@ -297,30 +286,17 @@ final class RetryStatements {
   }
 
   /**
-   * Deletes up to {@code limit} failure rows whose item is gone (acked, expired and cleaned up, dead letter
-   * consumed). There is no foreign key to cascade the delete (see the changeset): this is what keeps the table small.
-   * Locks: FOR UPDATE SKIP LOCKED on the failure rows, so two cleanups running at once (overlapping housekeeper ticks)
-   * delete disjoint rows and never wait for, or deadlock with, each other.
-   *
-   * @return how many it deleted
+   * The update half of every failure-row upsert ({@code ON CONFLICT ("itemId") DO UPDATE}): adds {@code deliveries}
+   * failed deliveries and records the error and the time. The row is locked by the upsert (FOR NO KEY UPDATE), after
+   * the statement's receipt check on the item row, so only the receipt's holder writes it.
    */
-  static int deleteOrphanedFailures(DSLContext ctx, int limit) {
-    MessageQueueItemFailure orphan = F.as("orphan");
-    return ctx.deleteFrom(F)
-        .where(F.ITEM_ID.in(select(orphan.ITEM_ID)
-            .from(orphan)
-            .whereNotExists(selectOne().from(I).where(I.ID.eq(orphan.ITEM_ID)))
-            .limit(limit)
-            .forUpdate()
-            .skipLocked()))
-        .execute();
-  }
-
-  /** The receipt check: still ASSIGNED under the deadline the claim (or last extension) stored. */
-  private static Condition held(ClaimedMessage message) {
-    return I.ID.eq(message.id())
-        .and(I.READ_AFTER.eq(message.receiptDeadline()))
-        .and(I.STATUS.eq(MessageQueueItemStatus.ASSIGNED));
+  private static Map<Field<?>, Field<?>> failureCounted(int deliveries, String errorClass, String errorMessage) {
+    Map<Field<?>, Field<?>> update = new LinkedHashMap<>();
+    update.put(F.FAILED_DELIVERIES, F.FAILED_DELIVERIES.plus(inline(deliveries)));
+    update.put(F.LAST_ERROR_CLASS, val(errorClass, F.LAST_ERROR_CLASS));
+    update.put(F.LAST_ERROR_MESSAGE, val(errorMessage, F.LAST_ERROR_MESSAGE));
+    update.put(F.LAST_FAILED_AT, utcNow());
+    return update;
   }
 
   /** No consumer holds the item now: PENDING, or a lease that ran out. */

@@ -1,5 +1,6 @@
 package dev.msgqueue;
 
+import dev.msgqueue.internal.support.DaemonThreads;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
@@ -73,9 +74,7 @@ final class StatementDeadlines implements ExecuteListener {
         return;
       }
       watching = true;
-      Thread watchdog = new Thread(StatementDeadlines::cancelOverdueStatements, THREAD_NAME);
-      watchdog.setDaemon(true);
-      watchdog.start();
+      DaemonThreads.newThread(THREAD_NAME, StatementDeadlines::cancelOverdueStatements).start();
     }
   }
 

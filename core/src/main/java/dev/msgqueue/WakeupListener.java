@@ -1,5 +1,7 @@
 package dev.msgqueue;
 
+import dev.msgqueue.internal.support.Arguments;
+import dev.msgqueue.internal.support.DaemonThreads;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.sql.Statement;
@@ -49,8 +51,7 @@ public final class WakeupListener implements AutoCloseable {
 
   private WakeupListener(ConnectionFactory factory) {
     this.factory = factory;
-    this.thread = new Thread(this::run, "msgqueue-wakeup-listener");
-    this.thread.setDaemon(true);
+    this.thread = DaemonThreads.newThread("msgqueue-wakeup-listener", this::run);
   }
 
   /**

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.it.QueueRows;
 import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
 import dev.msgqueue.it.Session;
 import dev.msgqueue.it.TestDatabase;

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.zaxxer.hikari.HikariDataSource;
+import dev.msgqueue.internal.sql.ServerTime;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.TestDatabase;
 import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
@@ -93,7 +94,7 @@ class ClaimIT {
 
     // Let the hour pass: move the item's readAfter into the past.
     db.dsl().update(MESSAGE_QUEUE_ITEM)
-        .set(MESSAGE_QUEUE_ITEM.READ_AFTER, QueueStatements.utcNowMinus(Duration.ofSeconds(1)))
+        .set(MESSAGE_QUEUE_ITEM.READ_AFTER, ServerTime.utcNowMinus(Duration.ofSeconds(1)))
         .where(MESSAGE_QUEUE_ITEM.ID.eq(delayed)).execute();
     assertThat(repository.claim(spec.name(), 10)).extracting(ClaimedMessage::id).containsExactly(delayed);
   }
@@ -104,7 +105,7 @@ class ClaimIT {
     long expired = repository.publish(spec, "1");
     long live = repository.publish(spec, "2");
     db.dsl().update(MESSAGE_QUEUE_ITEM)
-        .set(MESSAGE_QUEUE_ITEM.EXPIRES_AT, QueueStatements.utcNowMinus(Duration.ofMillis(1)))
+        .set(MESSAGE_QUEUE_ITEM.EXPIRES_AT, ServerTime.utcNowMinus(Duration.ofMillis(1)))
         .where(MESSAGE_QUEUE_ITEM.ID.eq(expired)).execute();
 
     assertThat(repository.claim(spec.name(), 10, LONG_LEASE)).extracting(ClaimedMessage::id).containsExactly(live);
@@ -231,7 +232,7 @@ class ClaimIT {
     assertThat(repository.claim(spec.name(), 1)).as("not before the delay").isEmpty();
 
     db.dsl().update(MESSAGE_QUEUE_ITEM)
-        .set(MESSAGE_QUEUE_ITEM.READ_AFTER, QueueStatements.utcNowMinus(Duration.ofSeconds(1)))
+        .set(MESSAGE_QUEUE_ITEM.READ_AFTER, ServerTime.utcNowMinus(Duration.ofSeconds(1)))
         .where(MESSAGE_QUEUE_ITEM.ID.eq(id)).execute();
     ClaimedMessage second = repository.claim(spec.name(), 1).get(0);
     assertThat(second.id()).isEqualTo(id);
@@ -378,7 +379,7 @@ class ClaimIT {
   /** Moves the item's lease deadline into the past, as if its lease had run out. */
   private void expireLease(long id) {
     db.dsl().update(MESSAGE_QUEUE_ITEM)
-        .set(MESSAGE_QUEUE_ITEM.READ_AFTER, QueueStatements.utcNowMinus(Duration.ofSeconds(1)))
+        .set(MESSAGE_QUEUE_ITEM.READ_AFTER, ServerTime.utcNowMinus(Duration.ofSeconds(1)))
         .where(MESSAGE_QUEUE_ITEM.ID.eq(id)).execute();
   }
 

@@ -3,7 +3,10 @@ package dev.msgqueue;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.msgqueue.internal.maintenance.ExpiredMessageCleanup;
+import dev.msgqueue.internal.sql.MaintenanceStatements;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.it.QueueRows;
 import dev.msgqueue.it.Session;
 import dev.msgqueue.it.TestDatabase;
 import java.time.Duration;
@@ -35,7 +38,7 @@ class ExpiredMessageCleanupIT {
     rows.expireItems("batches");
     List<Long> live = repository.publishBatch(spec, List.of("\"live\""));
 
-    assertThat(ExpiredMessageCleanup.deleteExpiredBatch(db.dsl(), 10)).isEqualTo(10);
+    assertThat(MaintenanceStatements.deleteExpiredMessages(db.dsl(), 10)).isEqualTo(10);
     assertThat(new ExpiredMessageCleanup(repository.context(), config).deleteExpired()).isEqualTo(15);
 
     assertThat(rows.itemsOf("batches")).isEqualTo(1);

@@ -9,6 +9,7 @@ import static org.jooq.impl.DSL.table;
 
 import dev.msgqueue.HousekeepingRun.Outcome;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.it.QueueRows;
 import dev.msgqueue.it.TestDatabase;
 import java.sql.Connection;
 import java.time.Duration;

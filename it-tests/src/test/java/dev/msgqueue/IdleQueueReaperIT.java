@@ -2,7 +2,9 @@ package dev.msgqueue;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.msgqueue.internal.maintenance.IdleQueueReaper;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.it.QueueRows;
 import dev.msgqueue.it.Session;
 import dev.msgqueue.it.TestDatabase;
 import java.sql.Connection;
@@ -43,7 +45,7 @@ class IdleQueueReaperIT {
     QueueSpec b = QueueSpec.autoDeleted("idle-b");
     repository.bindQueue(a);
     repository.bindQueue(b);
-    long id = repository.publish(a, "{}", PublishOptions.defaults().withTtl(Duration.ofMillis(800)));
+    long id = repository.publish(a, "{}", PublishOptions.defaults().withTtl(Duration.ofSeconds(3)));
     rows.makeIdle("held-a", IDLE);
     rows.makeIdle("idle-b", IDLE);
 
@@ -109,7 +111,7 @@ class IdleQueueReaperIT {
     idle.forEach(name -> rows.makeIdle(name, IDLE));
     QueueSpec held = QueueSpec.autoDeleted("held-first");
     repository.bindQueue(held);
-    long id = repository.publish(held, "{}", PublishOptions.defaults().withTtl(Duration.ofMillis(800)));
+    long id = repository.publish(held, "{}", PublishOptions.defaults().withTtl(Duration.ofSeconds(3)));
     rows.makeIdle("held-first", Duration.ofHours(3));
 
     try (Session consumer = Session.open(db)) {

@@ -6,7 +6,9 @@ import static org.jooq.impl.DSL.field;
 import static org.jooq.impl.DSL.name;
 import static org.jooq.impl.DSL.table;
 
+import dev.msgqueue.internal.sql.ServerTime;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.it.QueueRows;
 import dev.msgqueue.it.TestDatabase;
 import java.time.Duration;
 import java.time.Instant;
@@ -160,7 +162,7 @@ class KeepAliveIT {
       dsl.insertInto(dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM)
           .set(dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM.PAYLOAD, org.jooq.JSONB.valueOf("{}"))
           .set(dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM.QUEUE_ID, "insert-only")
-          .set(dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM.EXPIRES_AT, QueueStatements.utcNowPlus(Duration.ofMillis(100)))
+          .set(dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM.EXPIRES_AT, ServerTime.utcNowPlus(Duration.ofMillis(100)))
           .execute();
       Thread.sleep(150);
       reapedNames.addAll(reaper.reapIdleQueues());

@@ -11,6 +11,7 @@ import static org.jooq.impl.DSL.val;
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import com.zaxxer.hikari.metrics.IMetricsTracker;
+import dev.msgqueue.internal.sql.ServerTime;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.RestartablePostgres;
 import dev.msgqueue.it.TestDatabase;
@@ -267,7 +268,7 @@ class LedgerChaosIT {
         boolean pendingItems;
         try {
           pendingItems = observer.fetchExists(MESSAGE_QUEUE_ITEM,
-              MESSAGE_QUEUE_ITEM.EXPIRES_AT.gt(QueueStatements.utcNow())
+              MESSAGE_QUEUE_ITEM.EXPIRES_AT.gt(ServerTime.utcNow())
                   .and(MESSAGE_QUEUE_ITEM.QUEUE_ID.isDistinctFrom(DEAD_LETTERS.name())));
           readDeadLetters(observer);
         } catch (DataAccessException | MsgQueueException e) {
@@ -495,7 +496,7 @@ class LedgerChaosIT {
 
   private void orphanScan(DSLContext observer) {
     unexpiredOrphansSeen.add(observer.fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.isNull()
-        .and(MESSAGE_QUEUE_ITEM.EXPIRES_AT.gt(QueueStatements.utcNow()))));
+        .and(MESSAGE_QUEUE_ITEM.EXPIRES_AT.gt(ServerTime.utcNow()))));
     orphanScans.increment();
   }
 

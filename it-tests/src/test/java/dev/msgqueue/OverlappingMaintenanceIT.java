@@ -5,7 +5,9 @@ import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM_FAILURE;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.msgqueue.HousekeepingRun.Outcome;
+import dev.msgqueue.internal.sql.MaintenanceStatements;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.it.QueueRows;
 import dev.msgqueue.it.Session;
 import dev.msgqueue.it.TestDatabase;
 import dev.msgqueue.jooq.tables.records.MessageQueueItemRecord;
@@ -77,11 +79,11 @@ class OverlappingMaintenanceIT {
     List<String> reapedByB;
 
     try (Session a = Session.open(db)) {
-      List<String> lockedByA = IdleQueueReaper.lockIdleQueues(a.dsl(), config.reapIdleThreshold(), 3);
+      List<String> lockedByA = MaintenanceStatements.lockIdleQueues(a.dsl(), config.reapIdleThreshold(), 3);
       assertThat(lockedByA).hasSize(3);
       reapedByB = neverWaiting.reapIdleQueues();
-      IdleQueueReaper.deleteExpiredMessagesOf(a.dsl(), lockedByA, 100);
-      reapedByA = IdleQueueReaper.deleteEmptyQueues(a.dsl(), lockedByA);
+      MaintenanceStatements.deleteExpiredMessagesOf(a.dsl(), lockedByA, 100);
+      reapedByA = MaintenanceStatements.deleteEmptyQueues(a.dsl(), lockedByA);
       a.commit();
     }
 
@@ -104,7 +106,7 @@ class OverlappingMaintenanceIT {
     int deletedByB;
 
     try (Session a = Session.open(db)) {
-      deletedByA = ExpiredMessageCleanup.deleteExpiredBatch(a.dsl(), 4);
+      deletedByA = MaintenanceStatements.deleteExpiredMessages(a.dsl(), 4);
       deletedByB = neverWaiting.deleteExpiredMessages();
       a.commit();
     }
@@ -120,7 +122,7 @@ class OverlappingMaintenanceIT {
     List<String> idle = idleQueues("reaper-vs-cleanup", 1, 2);
 
     try (Session a = Session.open(db)) {
-      assertThat(ExpiredMessageCleanup.deleteExpiredBatch(a.dsl(), 100)).isEqualTo(2);
+      assertThat(MaintenanceStatements.deleteExpiredMessages(a.dsl(), 100)).isEqualTo(2);
       assertThat(neverWaiting.reapIdleQueues()).as("still referenced by rows the cleanup holds").isEmpty();
       a.commit();
     }
@@ -137,10 +139,10 @@ class OverlappingMaintenanceIT {
     List<String> reapedByA;
     int deletedByB;
     try (Session a = Session.open(db)) {
-      List<String> lockedByA = IdleQueueReaper.lockIdleQueues(a.dsl(), config.reapIdleThreshold(), 1);
-      assertThat(IdleQueueReaper.deleteExpiredMessagesOf(a.dsl(), lockedByA, 100)).isEqualTo(3);
+      List<String> lockedByA = MaintenanceStatements.lockIdleQueues(a.dsl(), config.reapIdleThreshold(), 1);
+      assertThat(MaintenanceStatements.deleteExpiredMessagesOf(a.dsl(), lockedByA, 100)).isEqualTo(3);
       deletedByB = neverWaiting.deleteExpiredMessages();
-      reapedByA = IdleQueueReaper.deleteEmptyQueues(a.dsl(), lockedByA);
+      reapedByA = MaintenanceStatements.deleteEmptyQueues(a.dsl(), lockedByA);
       a.commit();
     }
 
@@ -164,7 +166,7 @@ class OverlappingMaintenanceIT {
 
     int deletedByB;
     try (Session a = Session.open(db)) {
-      assertThat(RetryStatements.deleteOrphanedFailures(a.dsl(), 2)).isEqualTo(2);
+      assertThat(MaintenanceStatements.deleteOrphanedFailures(a.dsl(), 2)).isEqualTo(2);
       deletedByB = neverWaiting.deleteExpiredMessages();
       a.commit();
     }

@@ -3,6 +3,7 @@ package dev.msgqueue;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.it.QueueRows;
 import dev.msgqueue.it.TestDatabase;
 import dev.msgqueue.jooq.tables.records.MessageQueueItemRecord;
 import java.sql.Connection;

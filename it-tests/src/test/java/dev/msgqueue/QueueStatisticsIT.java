@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.jooq.impl.DSL.val;
 
+import dev.msgqueue.internal.sql.ServerTime;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.TestDatabase;
 import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
@@ -39,11 +40,11 @@ class QueueStatisticsIT {
   }
 
   private static Field<LocalDateTime> ago(Duration duration) {
-    return QueueStatements.utcNowMinus(duration);
+    return ServerTime.utcNowMinus(duration);
   }
 
   private static Field<LocalDateTime> in(Duration duration) {
-    return QueueStatements.utcNowPlus(duration);
+    return ServerTime.utcNowPlus(duration);
   }
 
   @Test

@@ -3,7 +3,9 @@ package dev.msgqueue;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.msgqueue.internal.sql.MaintenanceStatements;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.it.QueueRows;
 import dev.msgqueue.it.Session;
 import dev.msgqueue.it.TestDatabase;
 import java.time.Duration;
@@ -39,7 +41,7 @@ class ReaperAndCleanupIT {
     rows.makeIdle("batch-holding", Duration.ofHours(2));
 
     try (Session tx = Session.open(db)) {
-      assertThat(IdleQueueReaper.lockIdleQueues(tx.dsl(), Duration.ofHours(1), 10))
+      assertThat(MaintenanceStatements.lockIdleQueues(tx.dsl(), Duration.ofHours(1), 10))
           .as("one batch locks at most reapBatchSize queues").hasSize(10);
     }
     assertThat(repository.reapIdleQueues()).containsExactlyInAnyOrderElementsOf(idle);

@@ -5,7 +5,10 @@ import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.within;
 
+import dev.msgqueue.internal.sql.MaintenanceStatements;
+import dev.msgqueue.internal.sql.ServerTime;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.it.QueueRows;
 import dev.msgqueue.it.Session;
 import dev.msgqueue.it.TestDatabase;
 import java.time.Duration;
@@ -91,13 +94,13 @@ class ReaperInterleavingsIT {
   @Test
   void c_aPublishArrivingWhileTheReaperHoldsTheRowWaitsThenHeals() throws Exception {
     QueueSpec spec = idleQueue("case-c");
-    List<String> locked = IdleQueueReaper.lockIdleQueues(reaperSession.dsl(), config.reapIdleThreshold(), 10);
+    List<String> locked = MaintenanceStatements.lockIdleQueues(reaperSession.dsl(), config.reapIdleThreshold(), 10);
     assertThat(locked).containsExactly("case-c");
 
     CompletableFuture<Long> publish = CompletableFuture.supplyAsync(
         () -> repository.inTransaction(publisher.dsl()).publish(spec, "{}"));
     publisher.awaitWaitingOnLock(db.dsl());
-    assertThat(IdleQueueReaper.deleteEmptyQueues(reaperSession.dsl(), locked)).containsExactly("case-c");
+    assertThat(MaintenanceStatements.deleteEmptyQueues(reaperSession.dsl(), locked)).containsExactly("case-c");
     reaperSession.commit();
     long id = publish.get(20, TimeUnit.SECONDS);
     publisher.commit();
@@ -109,13 +112,13 @@ class ReaperInterleavingsIT {
   @Test
   void c_autocommit_aPlainInsertArrivingWhileTheReaperHoldsTheRowWaitsThenHeals() throws Exception {
     QueueSpec spec = idleQueue("case-c-autocommit");
-    List<String> locked = IdleQueueReaper.lockIdleQueues(reaperSession.dsl(), config.reapIdleThreshold(), 10);
+    List<String> locked = MaintenanceStatements.lockIdleQueues(reaperSession.dsl(), config.reapIdleThreshold(), 10);
     assertThat(locked).containsExactly("case-c-autocommit");
 
     // Outside a transaction the fast path is the plain insert: its foreign-key check waits, then fails with 23503.
     CompletableFuture<Long> publish = CompletableFuture.supplyAsync(() -> repository.publish(spec, "{}"));
     awaitSomeBackendWaitingOnLock();
-    assertThat(IdleQueueReaper.deleteEmptyQueues(reaperSession.dsl(), locked))
+    assertThat(MaintenanceStatements.deleteEmptyQueues(reaperSession.dsl(), locked))
         .containsExactly("case-c-autocommit");
     reaperSession.commit();
     long id = publish.get(20, TimeUnit.SECONDS);
@@ -142,13 +145,13 @@ class ReaperInterleavingsIT {
     // The reaper's first statement takes its snapshot (the item is not visible) and then waits for the row lock.
     // Production skips locked rows instead; waiting here holds the window open deterministically.
     CompletableFuture<List<String>> candidates = CompletableFuture.supplyAsync(() ->
-        IdleQueueReaper.idleQueues(reaperSession.dsl(), config.reapIdleThreshold(), 10).fetch(MESSAGE_QUEUE.NAME));
+        MaintenanceStatements.idleQueues(reaperSession.dsl(), config.reapIdleThreshold(), 10).fetch(MESSAGE_QUEUE.NAME));
     reaperSession.awaitWaitingOnLock(db.dsl());
     publisher.commit();
     assertThat(candidates.get(20, TimeUnit.SECONDS)).as("stale: chosen before the item committed")
         .containsExactly("case-d");
 
-    List<String> deleted = IdleQueueReaper.deleteEmptyQueues(reaperSession.dsl(), List.of("case-d"));
+    List<String> deleted = MaintenanceStatements.deleteEmptyQueues(reaperSession.dsl(), List.of("case-d"));
     reaperSession.commit();
 
     assertThat(deleted).isEmpty();
@@ -165,10 +168,10 @@ class ReaperInterleavingsIT {
         .deleteFrom(MESSAGE_QUEUE)
         .where(MESSAGE_QUEUE.NAME.eq("case-d-control"))
         .and(MESSAGE_QUEUE.AUTO_DELETED.isTrue())
-        .and(MESSAGE_QUEUE.LAST_ACTIVE.lt(QueueStatements.utcNowMinus(config.reapIdleThreshold())))
+        .and(MESSAGE_QUEUE.LAST_ACTIVE.lt(ServerTime.utcNowMinus(config.reapIdleThreshold())))
         .andNotExists(DSL.selectOne().from(MESSAGE_QUEUE_ITEM)
             .where(MESSAGE_QUEUE_ITEM.QUEUE_ID.eq(MESSAGE_QUEUE.NAME))
-            .and(MESSAGE_QUEUE_ITEM.EXPIRES_AT.gt(QueueStatements.utcNow())))
+            .and(MESSAGE_QUEUE_ITEM.EXPIRES_AT.gt(ServerTime.utcNow())))
         .execute());
     reaperSession.awaitWaitingOnLock(db.dsl());
     publisher.commit();
@@ -195,12 +198,12 @@ class ReaperInterleavingsIT {
   @Test
   void e2_aKeepAliveArrivingWhileTheReaperHoldsTheRowWritesNothingWithoutWaitingAndThePublishHeals() {
     QueueSpec spec = idleQueue("case-e2");
-    List<String> locked = IdleQueueReaper.lockIdleQueues(reaperSession.dsl(), config.reapIdleThreshold(), 10);
+    List<String> locked = MaintenanceStatements.lockIdleQueues(reaperSession.dsl(), config.reapIdleThreshold(), 10);
     try (Session keepAlive = Session.open(db).lockTimeout(Duration.ofMillis(500))) {
       assertThat(repository.inTransaction(keepAlive.dsl()).touch("case-e2")).isFalse();
       keepAlive.commit();
     }
-    assertThat(IdleQueueReaper.deleteEmptyQueues(reaperSession.dsl(), locked)).containsExactly("case-e2");
+    assertThat(MaintenanceStatements.deleteEmptyQueues(reaperSession.dsl(), locked)).containsExactly("case-e2");
     reaperSession.commit();
 
     long id = repository.publish(spec, "{}");

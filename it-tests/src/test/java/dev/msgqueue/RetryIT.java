@@ -7,7 +7,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.zaxxer.hikari.HikariDataSource;
+import dev.msgqueue.internal.sql.ServerTime;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.it.QueueRows;
 import dev.msgqueue.it.Session;
 import dev.msgqueue.it.TestDatabase;
 import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
@@ -70,19 +72,19 @@ class RetryIT {
   /** Moves the item's deadline into the past: its lease ran out, or its backoff passed. */
   private void timePasses(long id) {
     db.dsl().update(MESSAGE_QUEUE_ITEM)
-        .set(MESSAGE_QUEUE_ITEM.READ_AFTER, QueueStatements.utcNowMinus(Duration.ofSeconds(1)))
+        .set(MESSAGE_QUEUE_ITEM.READ_AFTER, ServerTime.utcNowMinus(Duration.ofSeconds(1)))
         .where(MESSAGE_QUEUE_ITEM.ID.eq(id)).execute();
   }
 
   /** How far in the future the item's deadline is, by the server's clock. */
   private Duration untilReadable(long id) {
-    var deadline = db.dsl().select(MESSAGE_QUEUE_ITEM.READ_AFTER, QueueStatements.utcNow())
+    var deadline = db.dsl().select(MESSAGE_QUEUE_ITEM.READ_AFTER, ServerTime.utcNow())
         .from(MESSAGE_QUEUE_ITEM).where(MESSAGE_QUEUE_ITEM.ID.eq(id)).fetchSingle();
     return Duration.between(deadline.value2(), deadline.value1());
   }
 
   private Duration untilExpiry(long id) {
-    var expiry = db.dsl().select(MESSAGE_QUEUE_ITEM.EXPIRES_AT, QueueStatements.utcNow())
+    var expiry = db.dsl().select(MESSAGE_QUEUE_ITEM.EXPIRES_AT, ServerTime.utcNow())
         .from(MESSAGE_QUEUE_ITEM).where(MESSAGE_QUEUE_ITEM.ID.eq(id)).fetchSingle();
     return Duration.between(expiry.value2(), expiry.value1());
   }

@@ -10,6 +10,7 @@ import static org.jooq.impl.DSL.name;
 import static org.jooq.impl.DSL.table;
 
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.it.QueueRows;
 import dev.msgqueue.it.Session;
 import dev.msgqueue.it.TestDatabase;
 import java.sql.Connection;

@@ -6,9 +6,9 @@ import static org.jooq.impl.DSL.count;
 import static org.jooq.impl.DSL.field;
 import static org.jooq.impl.DSL.table;
 
-import dev.msgqueue.QueueRows;
 import dev.msgqueue.it.Migrations;
 import dev.msgqueue.it.PostgresServer;
+import dev.msgqueue.it.QueueRows;
 import dev.msgqueue.jooq.tables.MessageQueueItem;
 import java.sql.Connection;
 import java.sql.DriverManager;

@@ -1,17 +1,18 @@
-package dev.msgqueue;
+package dev.msgqueue.internal.support;
 
 import java.time.Duration;
 import java.util.Collection;
 
 /**
  * The checks every public entry point applies to its arguments, so that all bad input, a null included, fails the same
- * way: with an {@link IllegalArgumentException} naming the argument, before any SQL.
+ * way: with an {@link IllegalArgumentException} naming the argument, before any SQL. The one bounds helper: every
+ * range check of msgqueue's settings and arguments goes through it.
  */
-final class Arguments {
+public final class Arguments {
   private Arguments() { }
 
   /** @throws IllegalArgumentException if {@code value} is null */
-  static <T> T requireNonNull(T value, String name) {
+  public static <T> T requireNonNull(T value, String name) {
     if (value == null) {
       throw new IllegalArgumentException(name + " is null");
     }
@@ -19,7 +20,7 @@ final class Arguments {
   }
 
   /** @throws IllegalArgumentException if {@code values} or any of its elements is null */
-  static <C extends Collection<?>> C requireNoNulls(C values, String name) {
+  public static <C extends Collection<?>> C requireNoNulls(C values, String name) {
     requireNonNull(values, name);
     int index = 0;
     for (Object value : values) {
@@ -34,7 +35,7 @@ final class Arguments {
   /**
    * @throws IllegalArgumentException unless {@code min <= value <= max}; a null {@code value} included
    */
-  static Duration requireWithin(Duration value, String name, Duration min, Duration max) {
+  public static Duration requireWithin(Duration value, String name, Duration min, Duration max) {
     requireNonNull(value, name);
     if (value.compareTo(min) < 0 || value.compareTo(max) > 0) {
       throw new IllegalArgumentException(name + " must be in [" + min + ", " + max + "], was " + value);
@@ -43,7 +44,7 @@ final class Arguments {
   }
 
   /** @throws IllegalArgumentException unless {@code 0 < value <= max}; a null {@code value} included */
-  static Duration requirePositiveAtMost(Duration value, String name, Duration max) {
+  public static Duration requirePositiveAtMost(Duration value, String name, Duration max) {
     requireNonNull(value, name);
     if (value.isNegative() || value.isZero() || value.compareTo(max) > 0) {
       throw new IllegalArgumentException(name + " must be positive and at most " + max + ", was " + value);

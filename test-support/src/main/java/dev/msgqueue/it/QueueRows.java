@@ -1,4 +1,4 @@
-package dev.msgqueue;
+package dev.msgqueue.it;
 
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
@@ -6,6 +6,8 @@ import static org.jooq.impl.DSL.cast;
 import static org.jooq.impl.DSL.field;
 import static org.jooq.impl.DSL.name;
 
+import dev.msgqueue.internal.sql.ServerTime;
+import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
 import dev.msgqueue.jooq.tables.records.MessageQueueItemRecord;
 import dev.msgqueue.jooq.tables.records.MessageQueueRecord;
 import java.time.Duration;
@@ -14,8 +16,8 @@ import org.jooq.DSLContext;
 import org.jooq.impl.SQLDataType;
 
 /**
- * Reads and arranges queue rows for tests, through the typed tables. It lives in core's package because it reuses the
- * server-clock expressions core writes its timestamps with.
+ * Reads and arranges queue rows for tests, through the typed tables, with the server-clock expressions core writes
+ * its timestamps with.
  */
 public final class QueueRows {
   private final DSLContext dsl;
@@ -41,7 +43,7 @@ public final class QueueRows {
   /** Makes the queue look idle for {@code idleFor}, as if nothing had touched it since. */
   public void makeIdle(String name, Duration idleFor) {
     dsl.update(MESSAGE_QUEUE)
-        .set(MESSAGE_QUEUE.LAST_ACTIVE, QueueStatements.utcNowMinus(idleFor))
+        .set(MESSAGE_QUEUE.LAST_ACTIVE, ServerTime.utcNowMinus(idleFor))
         .where(MESSAGE_QUEUE.NAME.eq(name))
         .execute();
   }
@@ -49,8 +51,17 @@ public final class QueueRows {
   /** Makes every item of the queue expired. */
   public void expireItems(String name) {
     dsl.update(MESSAGE_QUEUE_ITEM)
-        .set(MESSAGE_QUEUE_ITEM.EXPIRES_AT, QueueStatements.utcNowMinus(Duration.ofSeconds(1)))
+        .set(MESSAGE_QUEUE_ITEM.EXPIRES_AT, ServerTime.utcNowMinus(Duration.ofSeconds(1)))
         .where(MESSAGE_QUEUE_ITEM.QUEUE_ID.eq(name))
+        .execute();
+  }
+
+  /** Makes the lease of every claimed item of the queue run out: each is claimable again, as a redelivery. */
+  public void leasesRunOut(String name) {
+    dsl.update(MESSAGE_QUEUE_ITEM)
+        .set(MESSAGE_QUEUE_ITEM.READ_AFTER, ServerTime.utcNowMinus(Duration.ofSeconds(1)))
+        .where(MESSAGE_QUEUE_ITEM.QUEUE_ID.eq(name))
+        .and(MESSAGE_QUEUE_ITEM.STATUS.eq(MessageQueueItemStatus.ASSIGNED))
         .execute();
   }
 
@@ -65,10 +76,10 @@ public final class QueueRows {
   /** Unexpired items whose queue was deleted under them: what must never exist. */
   public int unexpiredOrphans() {
     return dsl.fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.isNull()
-        .and(MESSAGE_QUEUE_ITEM.EXPIRES_AT.gt(QueueStatements.utcNow())));
+        .and(MESSAGE_QUEUE_ITEM.EXPIRES_AT.gt(ServerTime.utcNow())));
   }
 
   public LocalDateTime serverUtcNow() {
-    return dsl.select(QueueStatements.utcNow()).fetchSingle().value1();
+    return dsl.select(ServerTime.utcNow()).fetchSingle().value1();
   }
 }

@@ -1,9 +1,8 @@
-package dev.msgqueue;
+package dev.msgqueue.internal.maintenance;
 
-import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
-import static org.jooq.impl.DSL.select;
-
-import dev.msgqueue.jooq.tables.MessageQueueItem;
+import dev.msgqueue.MsgQueueConfig;
+import dev.msgqueue.internal.sql.MaintenanceStatements;
+import dev.msgqueue.internal.sql.SessionSettings;
 import org.jooq.DSLContext;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -13,26 +12,25 @@ import org.slf4j.LoggerFactory;
  * {@link MsgQueueConfig#cleanupBatchSize()}, each batch its own transaction; then the failure records of messages
  * that are gone.
  */
-final class ExpiredMessageCleanup {
+public final class ExpiredMessageCleanup {
   private static final Logger log = LoggerFactory.getLogger(ExpiredMessageCleanup.class);
-  private static final MessageQueueItem I = MESSAGE_QUEUE_ITEM;
 
   private final DSLContext ctx;
   private final MsgQueueConfig config;
 
-  ExpiredMessageCleanup(DSLContext ctx, MsgQueueConfig config) {
+  public ExpiredMessageCleanup(DSLContext ctx, MsgQueueConfig config) {
     this.ctx = ctx;
     this.config = config;
   }
 
   /** Runs batches until a batch comes back short; @return how many messages it deleted */
-  int deleteExpired() {
+  public int deleteExpired() {
     int total = 0;
     int deleted;
     do {
       deleted = ctx.transactionResult(tx -> {
-        QueueStatements.limitLockWaits(tx.dsl(), config.lockTimeout());
-        return deleteExpiredBatch(tx.dsl(), config.cleanupBatchSize());
+        SessionSettings.limitLockWaits(tx.dsl(), config.lockTimeout());
+        return MaintenanceStatements.deleteExpiredMessages(tx.dsl(), config.cleanupBatchSize());
       });
       total += deleted;
     } while (deleted == config.cleanupBatchSize());
@@ -48,11 +46,11 @@ final class ExpiredMessageCleanup {
    * that are gone: acked, expired and deleted above, or consumed from a dead-letter queue. The table has no foreign key
    * that would cascade (it would cost every ack a trigger per message), so this is what keeps it small.
    */
-  int deleteOrphanedFailures() {
+  private int deleteOrphanedFailures() {
     int total = 0;
     int deleted;
     do {
-      deleted = RetryStatements.deleteOrphanedFailures(ctx, config.cleanupBatchSize());
+      deleted = MaintenanceStatements.deleteOrphanedFailures(ctx, config.cleanupBatchSize());
       total += deleted;
     } while (deleted == config.cleanupBatchSize());
     if (total > 0) {
@@ -61,20 +59,4 @@ final class ExpiredMessageCleanup {
     return total;
   }
 
-  /**
-   * Deletes up to {@code limit} expired messages (orphans with a NULL queue included). Locks: FOR UPDATE SKIP LOCKED
-   * on the message rows, so rows a consumer holds (a claim, ack or nack in flight) are skipped, never waited for; no
-   * lock on any queue row (deleting a referencing row needs none).
-   */
-  static int deleteExpiredBatch(DSLContext ctx, int limit) {
-    var expired = I.as("expired");
-    return ctx.deleteFrom(I)
-        .where(I.ID.in(select(expired.ID)
-            .from(expired)
-            .where(expired.EXPIRES_AT.le(QueueStatements.utcNow()))
-            .limit(limit)
-            .forUpdate()
-            .skipLocked()))
-        .execute();
-  }
 }

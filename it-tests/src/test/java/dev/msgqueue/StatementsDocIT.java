@@ -1,0 +1,248 @@
+package dev.msgqueue;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.fail;
+
+import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.it.QueueRows;
+import dev.msgqueue.it.TestDatabase;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.jooq.Configuration;
+import org.jooq.DSLContext;
+import org.jooq.ExecuteContext;
+import org.jooq.ExecuteListener;
+import org.jooq.Query;
+import org.jooq.SQLDialect;
+import org.jooq.conf.ParamType;
+import org.jooq.conf.Settings;
+import org.jooq.impl.DSL;
+import org.jooq.impl.DefaultConfiguration;
+import org.jooq.impl.DefaultExecuteListenerProvider;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+/**
+ * Renders every statement msgqueue runs into {@code docs/statements.sql}, each under the Javadoc (with its locks) of
+ * the method that defines it, parameters as {@code $n} as in a generic plan, and fails when the committed file differs.
+ * The statements are captured while the API runs every path once against PostgreSQL (publish in autocommit and in a
+ * transaction, heal, keep-alive, claim in both modes, ack, nack, release, lease extension, retries, dead letters,
+ * statistics, the reaper, the cleanup and a housekeeper tick), so the file is what actually runs, not a copy.
+ */
+@ExtendWith(MsgQueueDatabaseExtension.class)
+class StatementsDocIT {
+  private static final Path DOCUMENT = Path.of("..", "docs", "statements.sql");
+  private static final Path CORE_SOURCES = Path.of("..", "core", "src", "main", "java");
+  private static final String REGENERATE = "MSGQUEUE_REGENERATE_STATEMENTS";
+  /** Where the classes that only observe statements live: their frames never name a statement. */
+  private static final Set<String> OBSERVERS =
+      Set.of("dev.msgqueue.StatementDeadlines", "dev.msgqueue.FailureTranslation");
+  private static final Pattern STATEMENT_CALL =
+      Pattern.compile("\\b(\\w*(?:Statements|Query|ServerTime|SessionSettings))\\.(\\w+)\\(");
+  private static final DSLContext RENDERER = DSL.using(SQLDialect.POSTGRES, new Settings()
+      .withParamType(ParamType.NAMED)
+      .withRenderNamedParamPrefix("$")
+      .withRenderFormatted(true));
+
+  private final TestDatabase db;
+  /** Statement origin ("Class.method") to the distinct statements rendered there. */
+  private final Map<String, Set<String>> captured = new TreeMap<>();
+
+  StatementsDocIT(TestDatabase db) {
+    this.db = db;
+  }
+
+  @Test
+  void docsStatementsSqlIsCurrent() throws IOException {
+    runEveryPath();
+    String rendered = document();
+    if (System.getenv(REGENERATE) != null) {
+      Files.writeString(DOCUMENT, rendered, StandardCharsets.UTF_8);
+    }
+    String committed = Files.exists(DOCUMENT) ? Files.readString(DOCUMENT, StandardCharsets.UTF_8) : "";
+    if (!committed.equals(rendered)) {
+      fail("docs/statements.sql is out of date. Regenerate it with\n  " + REGENERATE + "=1 mvn -B -q -pl it-tests -am"
+          + " verify -Dit.test=StatementsDocIT -Dtest=NONE -Dsurefire.failIfNoSpecifiedTests=false\nand commit it.");
+    }
+    assertThat(captured).containsKeys("QueueStatements.claim", "MaintenanceStatements.lockIdleQueues",
+        "MaintenanceStatements.tryAdvisoryLock", "RetryStatements.deadLetter");
+  }
+
+  private void runEveryPath() {
+    QueueRows rows = new QueueRows(db.dsl());
+    MessageQueueRepository setup = MessageQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
+    setup.bindQueue(QueueSpec.durable("orders"));
+    Configuration capturing = new DefaultConfiguration()
+        .set(db.dataSource())
+        .set(SQLDialect.POSTGRES)
+        .set(new DefaultExecuteListenerProvider(new ExecuteListener() {
+          @Override
+          public void executeStart(ExecuteContext ctx) {
+            capture(ctx.query());
+          }
+        }));
+    MessageQueueRepository queues = MessageQueueRepository.create(capturing.dsl(), MsgQueueConfig.defaults());
+    QueueSpec orders = QueueSpec.durable("orders");
+    QueueSpec events = QueueSpec.autoDeleted("events");
+    RetryPolicy policy = RetryPolicy.builder("orders-dead-letters").maxDeliveries(2).build();
+
+    queues.publish(orders, "{}");                                    // keep-alive, then the coalesced insert
+    queues.publish(events, "{}");                                    // heal in autocommit
+    queues.publishBatch(orders, List.of("{}", "{}", "{}", "{}", "{}", "{}", "{}", "{}"));
+    queues.bindQueue(events);
+    queues.touch("events");
+    capturing.dsl().transaction(tx -> {
+      TransactionalQueue inTransaction = queues.inTransaction(tx.dsl());
+      inTransaction.publish(orders, "{}");                           // publish in a caller's transaction
+      inTransaction.publish(QueueSpec.autoDeleted("healed-in-tx"), "{}");
+    });
+
+    List<ClaimedMessage> plain = queues.claim("orders", 2);
+    queues.ack(plain.get(0));
+    queues.ackCount("orders", List.of(plain.get(1)));
+    List<ClaimedMessage> leased = queues.claim("orders", 6, Duration.ofMinutes(5));
+    queues.nack(leased.get(0), Duration.ZERO);
+    queues.release(List.of(leased.get(1)));
+    ClaimedMessage extended = queues.extendLease(leased.get(2), Duration.ofMinutes(5)).orElseThrow();
+    queues.extendLeases(List.of(extended, leased.get(3)), Duration.ofMinutes(5));
+    queues.fail(leased.get(4), new IllegalStateException("retry"), policy);
+    rows.leasesRunOut("orders");
+    List<ClaimedMessage> toHandle =
+        queues.countRedeliveries(queues.claim("orders", 6, Duration.ofMinutes(5)), policy);
+    queues.fail(toHandle.get(0), new IllegalStateException("dead"), RetryPolicy.builder("orders-dead-letters")
+        .maxDeliveries(1).build());
+    long deadLetter = queues.deadLetters("orders-dead-letters", 10).get(0).id();
+    queues.republishDeadLetter(deadLetter);
+    queues.republishDeadLetter(deadLetter);                          // no longer a dead letter: says why
+    queues.queueExists("orders");
+    queues.bindQueueWithin(events, Duration.ofSeconds(1));
+    queues.queueStatistics("orders");
+    queues.queueStatistics();
+
+    rows.makeIdle("events", Duration.ofHours(2));
+    rows.expireItems("events");
+    queues.reapIdleQueues();
+    rows.expireItems("orders");
+    queues.deleteExpiredMessages();
+    assertThat(Housekeeper.builder(queues).build().runOnce().outcome()).isEqualTo(HousekeepingRun.Outcome.COMPLETED);
+  }
+
+  private void capture(Query query) {
+    if (query == null) {
+      return;
+    }
+    String sql = RENDERER.renderNamedParams(query);
+    synchronized (captured) {
+      captured.computeIfAbsent(origin(), key -> new TreeSet<>()).add(sql);
+    }
+  }
+
+  /**
+   * "Class.method" of the method that defines the statement running now: the outermost of the consecutive frames in
+   * the first core class on the stack (a public statement method, not the private helper it runs through), or, when
+   * that class only runs a statement another class built, the statement method called on that line.
+   */
+  private static String origin() {
+    StackTraceElement[] frames = Thread.currentThread().getStackTrace();
+    for (int i = 0; i < frames.length; i++) {
+      String type = outerClass(frames[i]);
+      if (!type.startsWith("dev.msgqueue.") || OBSERVERS.contains(type) || !Files.exists(sourceFile(type))) {
+        continue;
+      }
+      int outermost = i;
+      while (outermost + 1 < frames.length && outerClass(frames[outermost + 1]).equals(type)) {
+        outermost++;
+      }
+      Optional<String> built = calledStatementOn(type, frames[i].getLineNumber());
+      String method = frames[outermost].getMethodName().replaceAll("^lambda\\$(\\w+)\\$\\d+$", "$1");
+      return built.orElse(type.substring(type.lastIndexOf('.') + 1) + "." + method);
+    }
+    return "unknown";
+  }
+
+  private static String outerClass(StackTraceElement frame) {
+    return frame.getClassName().replaceAll("\\$.*", "");
+  }
+
+  private static Optional<String> calledStatementOn(String type, int line) {
+    if (type.endsWith("Statements") || type.endsWith("Query")) {
+      return Optional.empty();
+    }
+    List<String> lines = source(type);
+    for (int i = line - 1; i >= Math.max(0, line - 3); i--) {
+      Matcher call = STATEMENT_CALL.matcher(lines.get(i));
+      if (call.find()) {
+        return Optional.of(call.group(1) + "." + call.group(2));
+      }
+    }
+    return Optional.empty();
+  }
+
+  private String document() {
+    StringBuilder out = new StringBuilder();
+    out.append("-- Every statement msgqueue runs, under the Javadoc of the method that defines it (which names its\n")
+        .append("-- locks); parameters are $n, as in a generic plan. Generated by it-tests' StatementsDocIT from a run\n")
+        .append("-- of every API path against PostgreSQL; do not edit. Regenerate:\n")
+        .append("--   ").append(REGENERATE).append("=1 mvn -B -q -pl it-tests -am verify -Dit.test=StatementsDocIT")
+        .append(" -Dtest=NONE -Dsurefire.failIfNoSpecifiedTests=false\n");
+    captured.forEach((origin, statements) -> {
+      out.append("\n-- ").append(origin).append('\n');
+      for (String line : javadoc(origin)) {
+        out.append("--   ").append(line).append('\n');
+      }
+      for (String sql : statements) {
+        out.append(sql.strip()).append(";\n");
+      }
+    });
+    return out.toString();
+  }
+
+  /** The Javadoc of {@code Class.method} in core's sources, as plain lines; empty if it has none. */
+  private static List<String> javadoc(String origin) {
+    String type = origin.substring(0, origin.indexOf('.'));
+    String method = origin.substring(origin.indexOf('.') + 1);
+    String text = String.join("\n", source(qualified(type)));
+    Matcher declaration = Pattern.compile("/\\*\\*((?:(?!\\*/).)*)\\*/\\s*(?:@\\w+\\s*)*(?:(?:public|private|"
+        + "protected|static|final)\\s+)*[\\w<>\\[\\], ?]+\\s+" + Pattern.quote(method) + "\\(", Pattern.DOTALL)
+        .matcher(text);
+    if (!declaration.find()) {
+      return List.of();
+    }
+    return declaration.group(1).lines()
+        .map(line -> line.strip().replaceFirst("^\\* ?", ""))
+        .filter(line -> !line.isBlank())
+        .toList();
+  }
+
+  private static String qualified(String simpleName) {
+    try (var files = Files.walk(CORE_SOURCES)) {
+      Path file = files.filter(f -> f.getFileName().toString().equals(simpleName + ".java")).findFirst().orElseThrow();
+      return CORE_SOURCES.relativize(file).toString().replace('/', '.').replaceAll("\\.java$", "");
+    } catch (IOException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  private static Path sourceFile(String qualifiedName) {
+    return CORE_SOURCES.resolve(qualifiedName.replace('.', '/') + ".java");
+  }
+
+  private static List<String> source(String qualifiedName) {
+    try {
+      return Files.readAllLines(sourceFile(qualifiedName));
+    } catch (IOException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+}
