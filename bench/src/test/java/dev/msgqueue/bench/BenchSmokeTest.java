@@ -126,6 +126,9 @@ class BenchSmokeTest {
       assertThat(row.path("handled").asLong()).isPositive();
       assertThat(row.path("publishFailures").asLong()).isZero();
     });
+    List<String> drainCells = new ArrayList<>();
+    drain.forEach(row -> drainCells.add(row.path("consumer").asText() + "x" + row.path("concurrency").asInt()));
+    assertThat(drainCells).contains(DrainScenario.PGMQ_SHAPE + "x1", DrainScenario.PGMQ_SHAPE + "x4");
     assertWellFormedCsv(results.resolve(DrainScenario.ID + ".csv"), DrainScenario.CELLS.size());
     assertWellFormedCsv(results.resolve(SustainedScenario.ID + ".csv"), SustainedScenario.CONCURRENCIES.size());
 
