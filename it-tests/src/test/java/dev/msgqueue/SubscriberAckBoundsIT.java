@@ -22,6 +22,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.BooleanSupplier;
+import java.util.function.UnaryOperator;
 import java.util.stream.IntStream;
 import org.jooq.ExecuteContext;
 import org.jooq.ExecuteListener;
@@ -123,18 +124,8 @@ class SubscriberAckBoundsIT {
   void anAckCancelledAtTheStatementTimeoutIsRetriedAndItsMessagesDeletedOnce() throws Exception {
     QueueSpec spec = QueueSpec.durable("retried");
     List<Long> ids = publish(spec, 40);
-    Map<Long, AtomicInteger> handled = new ConcurrentHashMap<>();
-    try (RowLocker locker = new RowLocker(db.connect())) {
-      // The first ack statement's rows are locked by another transaction for its first two attempts: both are
-      // cancelled at the statement timeout, the third finds them free.
-      statements.failFirstAck(2, locker);
-      Subscriber subscriber = started(Subscriber.builder(repository, spec,
-          message -> handled.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet())
-          .concurrency(2).batchSize(10).pollInterval(POLL));
-
-      await("every message acked", () -> itemsOf(spec) == 0);
-      subscriber.close();
-    }
+    // Cancelled at the statement timeout twice, the third attempt finds the rows free.
+    Map<Long, AtomicInteger> handled = handleAllWithFirstAckLocked(spec, 2);
 
     assertThat(statements.targetFailures.get()).isEqualTo(2);
     assertThat(statements.targetAttempts.get()).isEqualTo(3);
@@ -148,17 +139,8 @@ class SubscriberAckBoundsIT {
   void anAckThatKeepsFailingHandsItsMessagesBackInsteadOfLeavingThemAssigned() throws Exception {
     QueueSpec spec = QueueSpec.durable("handed-back");
     List<Long> ids = publish(spec, 30);
-    Map<Long, AtomicInteger> handled = new ConcurrentHashMap<>();
-    try (RowLocker locker = new RowLocker(db.connect())) {
-      // Every ack attempt of the first batch is cancelled; the lock goes with the last, so the hand-back succeeds.
-      statements.failFirstAck(5, locker);
-      Subscriber subscriber = started(Subscriber.builder(repository, spec,
-          message -> handled.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet())
-          .concurrency(2).batchSize(10).pollInterval(POLL));
-
-      await("every message acked", () -> itemsOf(spec) == 0);
-      subscriber.close();
-    }
+    // Every ack attempt of the first batch is cancelled; the lock goes with the last, so the hand-back succeeds.
+    Map<Long, AtomicInteger> handled = handleAllWithFirstAckLocked(spec, 5);
 
     assertThat(statements.targetFailures.get()).isEqualTo(5);
     List<Long> target = statements.targetIds();
@@ -173,16 +155,11 @@ class SubscriberAckBoundsIT {
   void leaseModeAnAckOnAKilledConnectionIsRetriedNotRedeliveredAfterTheLease() throws Exception {
     QueueSpec spec = QueueSpec.durable("lease-killed");
     List<Long> ids = publish(spec, 40);
-    Map<Long, AtomicInteger> handled = new ConcurrentHashMap<>();
+    Map<Long, AtomicInteger> handled;
     try (Connection admin = db.connect()) {
       statements.killFirstAck(admin);
-      // The lease outlasts the wait below: a message is acked by the retry, or the test fails.
-      Subscriber subscriber = started(Subscriber.builder(repository, spec,
-          message -> handled.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet())
-          .concurrency(2).batchSize(10).lease(Duration.ofMinutes(2)).pollInterval(POLL));
-
-      await("every message acked", () -> itemsOf(spec) == 0);
-      subscriber.close();
+      // The lease outlasts the wait in handleAll: a message is acked by the retry, or the test fails.
+      handled = handleAll(spec, builder -> builder.concurrency(2).batchSize(10).lease(Duration.ofMinutes(2)));
     }
 
     assertThat(statements.targetFailures.get()).isEqualTo(1);
@@ -195,15 +172,10 @@ class SubscriberAckBoundsIT {
   void stressEveryFifthAckLosesItsConnectionAndNothingIsLostOrLeftAssigned() throws Exception {
     QueueSpec spec = QueueSpec.durable("ack-stress");
     List<Long> ids = publish(spec, 3_000);
-    Map<Long, AtomicInteger> handled = new ConcurrentHashMap<>();
+    Map<Long, AtomicInteger> handled;
     try (Connection admin = db.connect()) {
       statements.killEveryNthFirstAttempt(5, admin);
-      Subscriber subscriber = started(Subscriber.builder(repository, spec,
-          message -> handled.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet())
-          .concurrency(8).batchSize(7).pollInterval(POLL));
-
-      await("every message acked", () -> itemsOf(spec) == 0);
-      subscriber.close();
+      handled = handleAll(spec, builder -> builder.concurrency(8).batchSize(7));
     }
 
     assertThat(statements.targetFailures.get()).isGreaterThanOrEqualTo(10);
@@ -221,6 +193,32 @@ class SubscriberAckBoundsIT {
           IntStream.range(from, Math.min(count, from + 1_000)).mapToObj(Integer::toString).toList()));
     }
     return ids;
+  }
+
+  /**
+   * Runs a subscriber with {@code settings} until the queue is empty (every message acked, none left ASSIGNED or
+   * PENDING), closes it, and returns how often each message was handled.
+   */
+  private Map<Long, AtomicInteger> handleAll(QueueSpec spec, UnaryOperator<Subscriber.Builder> settings)
+      throws InterruptedException {
+    Map<Long, AtomicInteger> handled = new ConcurrentHashMap<>();
+    Subscriber subscriber = started(settings.apply(Subscriber.builder(repository, spec,
+        message -> handled.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet())
+        .pollInterval(POLL)));
+    await("every message acked", () -> itemsOf(spec) == 0);
+    subscriber.close();
+    return handled;
+  }
+
+  /**
+   * {@link #handleAll} (concurrency 2, batch 10) while another transaction locks the rows of the first ack statement
+   * for its first {@code lockedAttempts} attempts, so each is cancelled at the statement timeout.
+   */
+  private Map<Long, AtomicInteger> handleAllWithFirstAckLocked(QueueSpec spec, int lockedAttempts) throws Exception {
+    try (RowLocker locker = new RowLocker(db.connect())) {
+      statements.failFirstAck(lockedAttempts, locker);
+      return handleAll(spec, builder -> builder.concurrency(2).batchSize(10));
+    }
   }
 
   private Subscriber started(Subscriber.Builder builder) {

@@ -13,7 +13,6 @@ import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.sql.Array;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -27,6 +26,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import javax.sql.DataSource;
 import org.jooq.DSLContext;
 import org.jooq.ExecuteContext;
 import org.jooq.ExecuteListener;
@@ -227,26 +227,37 @@ final class DrainScenario implements Scenario {
 
   private static void productionLoop(HikariDataSource pool, AtomicLong statements, AtomicLong consumed)
       throws SQLException {
+    readThenDeleteLoop(pool, PRODUCTION_CLAIM_SQL, 2, PRODUCTION_ACK_SQL, statements, consumed, QUEUE);
+  }
+
+  /**
+   * Runs a consumer of two statements on one connection until its read finds nothing: {@code readSql} (with
+   * {@code readParameters}) returns a batch's ids in column 1 and payloads in {@code payloadColumn}, then
+   * {@code deleteSql} takes the ids as one {@code bigint} array.
+   */
+  static void readThenDeleteLoop(DataSource pool, String readSql, int payloadColumn, String deleteSql,
+      AtomicLong statements, AtomicLong consumed, String... readParameters) throws SQLException {
     try (Connection connection = pool.getConnection();
-         PreparedStatement claim = connection.prepareStatement(PRODUCTION_CLAIM_SQL);
-         PreparedStatement ack = connection.prepareStatement(PRODUCTION_ACK_SQL)) {
-      claim.setString(1, QUEUE);
+         PreparedStatement read = connection.prepareStatement(readSql);
+         PreparedStatement delete = connection.prepareStatement(deleteSql)) {
+      for (int i = 0; i < readParameters.length; i++) {
+        read.setString(i + 1, readParameters[i]);
+      }
       while (true) {
         List<Long> ids = new ArrayList<>(BATCH);
         statements.incrementAndGet();
-        try (ResultSet rows = claim.executeQuery()) {
+        try (ResultSet rows = read.executeQuery()) {
           while (rows.next()) {
             ids.add(rows.getLong(1));
-            rows.getString(2);
+            rows.getString(payloadColumn);
           }
         }
         if (ids.isEmpty()) {
           return;
         }
-        Array array = connection.createArrayOf("bigint", ids.toArray());
-        ack.setArray(1, array);
+        delete.setArray(1, connection.createArrayOf("bigint", ids.toArray()));
         statements.incrementAndGet();
-        ack.executeUpdate();
+        delete.executeUpdate();
         consumed.addAndGet(ids.size());
       }
     }

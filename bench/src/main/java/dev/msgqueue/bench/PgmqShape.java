@@ -1,11 +1,6 @@
 package dev.msgqueue.bench;
 
-import java.sql.Connection;
-import java.sql.PreparedStatement;
-import java.sql.ResultSet;
 import java.sql.SQLException;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
 import javax.sql.DataSource;
 import org.jooq.DSLContext;
@@ -60,26 +55,6 @@ final class PgmqShape {
 
   /** Reads and deletes batches on one connection until a read finds nothing. */
   static void drainLoop(DataSource pool, AtomicLong statements, AtomicLong consumed) throws SQLException {
-    try (Connection connection = pool.getConnection();
-         PreparedStatement read = connection.prepareStatement(READ_SQL);
-         PreparedStatement delete = connection.prepareStatement(DELETE_SQL)) {
-      while (true) {
-        List<Long> ids = new ArrayList<>(DrainScenario.BATCH);
-        statements.incrementAndGet();
-        try (ResultSet rows = read.executeQuery()) {
-          while (rows.next()) {
-            ids.add(rows.getLong(1));
-            rows.getString(5);
-          }
-        }
-        if (ids.isEmpty()) {
-          return;
-        }
-        delete.setArray(1, connection.createArrayOf("bigint", ids.toArray()));
-        statements.incrementAndGet();
-        delete.executeUpdate();
-        consumed.addAndGet(ids.size());
-      }
-    }
+    DrainScenario.readThenDeleteLoop(pool, READ_SQL, 5, DELETE_SQL, statements, consumed);
   }
 }
