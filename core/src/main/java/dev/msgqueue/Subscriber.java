@@ -536,10 +536,11 @@ public final class Subscriber implements AutoCloseable {
         firstPendingAt = now;
       }
       if (pending >= batchSize || (pending > 0 && now - firstPendingAt >= ackDelayNanos)) {
-        flushAcks();
-        // Any left were pending before this flush (a backlog: flushed one batch per round, so renewals and
-        // keep-alives still get their turn), or arrived during it: either way they have waited long enough.
-        firstPendingAt = finishedCount.get() > 0 ? firstPendingAt : NEVER;
+        boolean fullBatch = flushAcks() == batchSize;
+        // After a full batch, those left were pending before it (a backlog, flushed one batch per round so that
+        // renewals and keep-alives still get their turn): they have waited long enough. Otherwise they finished
+        // during the flush, and wait ackDelay for others as the first pending ack always does.
+        firstPendingAt = finishedCount.get() == 0 ? NEVER : fullBatch ? firstPendingAt : System.nanoTime();
       }
       long nextAckRetry = failedAcks.isEmpty() ? NEVER : retryFailedAcks();
       if (!unstarted.isEmpty()) {
@@ -573,8 +574,10 @@ public final class Subscriber implements AutoCloseable {
   /**
    * Acks the oldest finished handlers' messages, at most {@code batchSize} of them, in one statement; a failed
    * statement is tried again later ({@link #retryFailedAcks}). Runs on the housekeeper, or on close after it.
+   *
+   * @return how many messages it took
    */
-  private void flushAcks() {
+  private int flushAcks() {
     List<ClaimedMessage> batch = new ArrayList<>(Math.min(batchSize, Math.max(1, finishedCount.get())));
     Held entry;
     while (batch.size() < batchSize && (entry = finished.poll()) != null) {
@@ -582,10 +585,11 @@ public final class Subscriber implements AutoCloseable {
       batch.add(entry.receipt);
     }
     if (batch.isEmpty()) {
-      return;
+      return 0;
     }
     finishedCount.addAndGet(-batch.size());
     attempt(new PendingAck(batch));
+    return batch.size();
   }
 
   /** On close, after the housekeeper stopped: every pending ack, in batches, and every failed one to its end. */
@@ -594,7 +598,11 @@ public final class Subscriber implements AutoCloseable {
       flushAcks();
     }
     while (!failedAcks.isEmpty()) {
-      long wait = retryFailedAcks() - System.nanoTime();
+      long next = retryFailedAcks();
+      if (next == NEVER) {
+        break; // the last ones were settled just now
+      }
+      long wait = next - System.nanoTime();
       if (wait > 0 && !Thread.currentThread().isInterrupted()) {
         LockSupport.parkNanos(wait); // interrupted: the remaining attempts follow at once, still bounded
       }
