@@ -18,6 +18,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.locks.ReentrantLock;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -37,9 +38,14 @@ import org.slf4j.LoggerFactory;
  *       {@link WakeupListener}, at the cost of about {@code log2(pollInterval / 1 ms)} empty claims when the stream
  *       stops. Polling never stops, wake-ups or not.</li>
  *   <li><b>Acks.</b> A handler that returns has its message acked together with the others that finished about
- *       then: one receipt-checked statement per flush, when {@code batchSize} acks are pending, {@code ackDelay} after
- *       the first pending one, and on close. A receipt that no longer matches (its lease ran out and another claim
- *       took it) deletes nothing, while the rest of the batch is deleted.</li>
+ *       then: receipt-checked statements of at most {@code batchSize} receipts each, when {@code batchSize} acks are
+ *       pending, {@code ackDelay} after the first pending one, and on close; a backlog is several statements. A
+ *       receipt that no longer matches (its lease ran out and another claim took it) deletes nothing, while the rest
+ *       of the batch is deleted. An ack statement that fails is tried again after 50, 100, 200 and 400 ms; if its
+ *       fifth attempt fails too, its messages are handed back to the queue (PENDING, delivered again, in either
+ *       mode) rather than left ASSIGNED, and the hand-back is itself tried up to five times, a second apart at most.
+ *       Only if all of that fails do they stay ASSIGNED until they expire (lease mode: redelivered after the
+ *       lease), logged as an error.</li>
  *   <li><b>Failures.</b> A handler that throws leaves its message to the mode: in lease mode it is redelivered after
  *       the lease; in the default mode it stays ASSIGNED until it expires (at-most-once). Neither blocks others.</li>
  *   <li><b>Lease mode.</b> The lease of each running handler is renewed (in batches) whenever less than half of it
@@ -83,6 +89,13 @@ public final class Subscriber implements AutoCloseable {
   private static final long FIRST_RECHECK_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
   /** The longest a re-creating bind of a missing queue waits for a lock before trying again next interval. */
   private static final Duration BIND_LOCK_WAIT = Duration.ofSeconds(1);
+  /** Attempts of one ack statement; then its messages are handed back to the queue instead. */
+  private static final int ACK_ATTEMPTS = 5;
+  /** Attempts to hand back the messages of an ack that kept failing; then they are left to the mode, loudly. */
+  private static final int HAND_BACK_ATTEMPTS = 5;
+  /** The wait before the second attempt of a failed ack; it doubles with each attempt, up to the next one. */
+  private static final long FIRST_ACK_RETRY_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
+  private static final long MAX_ACK_RETRY_NANOS = TimeUnit.SECONDS.toNanos(1);
 
   private final MessageQueueRepository repository;
   private final QueueSpec queue;
@@ -126,6 +139,8 @@ public final class Subscriber implements AutoCloseable {
   private final AtomicInteger finishedCount = new AtomicInteger();
   private final ConcurrentLinkedQueue<Held> unstarted = new ConcurrentLinkedQueue<>();
   private final ConcurrentLinkedQueue<Failure> failures = new ConcurrentLinkedQueue<>();
+  /** Acks whose statement failed, waiting for their next attempt; the housekeeper's, and close()'s once it stopped. */
+  private final ConcurrentLinkedQueue<PendingAck> failedAcks = new ConcurrentLinkedQueue<>();
 
   private final AtomicLong claimRounds = new AtomicLong();
   private final AtomicLong ackFlushes = new AtomicLong();
@@ -216,7 +231,7 @@ public final class Subscriber implements AutoCloseable {
     }
     stopHousekeeper();
     // The housekeeper is gone: this thread owns the receipts now. Flush what finished, hand back what never started.
-    flushAcks();
+    flushAllAcks();
     settleFailures();
     for (Held message : held.values()) {
       if (message.startedNanos == 0 && !message.done) {
@@ -522,9 +537,13 @@ public final class Subscriber implements AutoCloseable {
         firstPendingAt = now;
       }
       if (pending >= batchSize || (pending > 0 && now - firstPendingAt >= ackDelayNanos)) {
-        flushAcks();
-        firstPendingAt = finishedCount.get() > 0 ? System.nanoTime() : NEVER;
+        boolean fullBatch = flushAcks() == batchSize;
+        // After a full batch, those left were pending before it (a backlog, flushed one batch per round so that
+        // renewals and keep-alives still get their turn): they have waited long enough. Otherwise they finished
+        // during the flush, and wait ackDelay for others as the first pending ack always does.
+        firstPendingAt = finishedCount.get() == 0 ? NEVER : fullBatch ? firstPendingAt : System.nanoTime();
       }
+      long nextAckRetry = failedAcks.isEmpty() ? NEVER : retryFailedAcks();
       if (!unstarted.isEmpty()) {
         handBackUnstarted();
       }
@@ -543,6 +562,9 @@ public final class Subscriber implements AutoCloseable {
       if (nextRenewal != NEVER) {
         waitUntil = Math.min(waitUntil, nextRenewal);
       }
+      if (nextAckRetry != NEVER) {
+        waitUntil = Math.min(waitUntil, nextAckRetry);
+      }
       if (finishedCount.get() >= batchSize) {
         continue; // a full batch finished while this one was flushed
       }
@@ -550,31 +572,119 @@ public final class Subscriber implements AutoCloseable {
     }
   }
 
-  /** Acks every finished handler's message in one statement. Runs on the housekeeper, or on close after it. */
-  private void flushAcks() {
-    List<ClaimedMessage> batch = new ArrayList<>();
+  /**
+   * Acks the oldest finished handlers' messages, at most {@code batchSize} of them, in one statement; a failed
+   * statement is tried again later ({@link #retryFailedAcks}). Runs on the housekeeper, or on close after it.
+   *
+   * @return how many messages it took
+   */
+  private int flushAcks() {
+    List<ClaimedMessage> batch = new ArrayList<>(Math.min(batchSize, Math.max(1, finishedCount.get())));
     Held entry;
-    while ((entry = finished.poll()) != null) {
+    while (batch.size() < batchSize && (entry = finished.poll()) != null) {
       held.remove(entry.receipt.id());
       batch.add(entry.receipt);
     }
     if (batch.isEmpty()) {
-      return;
+      return 0;
     }
     finishedCount.addAndGet(-batch.size());
-    ackFlushes.incrementAndGet();
-    try {
-      int deleted = repository.ackCount(queue.name(), batch);
-      acked.addAndGet(deleted);
-      if (deleted < batch.size()) {
-        log.warn("{} of {} handled message(s) of \"{}\" were not acked: their lease ran out and another claim took"
-            + " them (or they expired), so they are delivered again", batch.size() - deleted, batch.size(),
-            queue.name());
-      }
-    } catch (RuntimeException e) {
-      log.warn("ack of {} handled message(s) of \"{}\" failed{}", batch.size(), queue.name(),
-          lease != null ? "; they are redelivered after their lease" : "; they stay ASSIGNED until they expire", e);
+    attempt(new PendingAck(batch));
+    return batch.size();
+  }
+
+  /** On close, after the housekeeper stopped: every pending ack, in batches, and every failed one to its end. */
+  private void flushAllAcks() {
+    while (!finished.isEmpty()) {
+      flushAcks();
     }
+    while (!failedAcks.isEmpty()) {
+      long next = retryFailedAcks();
+      if (next == NEVER) {
+        break; // the last ones were settled just now
+      }
+      long wait = next - System.nanoTime();
+      if (wait > 0 && !Thread.currentThread().isInterrupted()) {
+        LockSupport.parkNanos(wait); // interrupted: the remaining attempts follow at once, still bounded
+      }
+    }
+  }
+
+  /**
+   * Makes the attempts of failed acks that are due, each once.
+   *
+   * @return when the next one is due, or {@link #NEVER}
+   */
+  private long retryFailedAcks() {
+    for (int i = failedAcks.size(); i > 0; i--) {
+      PendingAck ack = failedAcks.poll();
+      if (ack == null) {
+        break;
+      }
+      if (System.nanoTime() - ack.dueNanos >= 0) {
+        attempt(ack);
+      } else {
+        failedAcks.add(ack);
+      }
+    }
+    long next = NEVER;
+    for (PendingAck ack : failedAcks) {
+      next = Math.min(next, ack.dueNanos);
+    }
+    return next;
+  }
+
+  /**
+   * One attempt to settle handled messages: their ack statement for the first {@value #ACK_ATTEMPTS} attempts, then
+   * handing them back to the queue. A failed attempt is scheduled again after a backoff until the attempts run out.
+   */
+  private void attempt(PendingAck ack) {
+    ack.attempts++;
+    RuntimeException failure;
+    if (ack.attempts <= ACK_ATTEMPTS) {
+      ackFlushes.incrementAndGet();
+      try {
+        int deleted = repository.ackCount(queue.name(), ack.receipts);
+        acked.addAndGet(deleted);
+        if (deleted < ack.receipts.size()) {
+          log.warn("{} of {} handled message(s) of \"{}\" were not acked: their lease ran out and another claim took"
+              + " them (or they expired{}), so they are delivered again", ack.receipts.size() - deleted,
+              ack.receipts.size(), queue.name(), ack.attempts > 1 ? ", or a failed attempt did delete them" : "");
+        }
+        return;
+      } catch (RuntimeException e) {
+        failure = e;
+      }
+      if (ack.attempts < ACK_ATTEMPTS) {
+        retryLater(ack, "ack", failure);
+        return;
+      }
+      log.warn("ack of {} handled message(s) of \"{}\" failed {} times; handing them back to the queue",
+          ack.receipts.size(), queue.name(), ACK_ATTEMPTS, failure);
+    }
+    try {
+      List<Long> released = repository.release(ack.receipts);
+      log.warn("{} handled message(s) of \"{}\" whose ack kept failing were handed back to the queue and are"
+          + " delivered again", released.size(), queue.name());
+      return;
+    } catch (RuntimeException e) {
+      failure = e;
+    }
+    if (ack.attempts < ACK_ATTEMPTS + HAND_BACK_ATTEMPTS - 1) { // the first hand-back shared the last ack's attempt
+      retryLater(ack, "hand-back", failure);
+      return;
+    }
+    log.error("could neither ack nor hand back {} handled message(s) of \"{}\"{}", ack.receipts.size(), queue.name(),
+        lease != null ? "; they are redelivered after their lease" : "; they stay ASSIGNED until they expire", failure);
+  }
+
+  private void retryLater(PendingAck ack, String what, RuntimeException failure) {
+    long backoff = Math.min(MAX_ACK_RETRY_NANOS, FIRST_ACK_RETRY_NANOS << Math.min(20, ack.attempts - 1));
+    ack.dueNanos = System.nanoTime() + backoff;
+    failedAcks.add(ack);
+    log.warn("{} of {} handled message(s) of \"{}\" failed (attempt {}), trying again in {} ms ({})", what,
+        ack.receipts.size(), queue.name(), ack.attempts, TimeUnit.NANOSECONDS.toMillis(backoff), failure.toString());
+    log.debug("{} failure", what, failure);
   }
 
   /** Hands each failed message to the retry policy: retried after its backoff, or dead-lettered. */
@@ -777,6 +887,17 @@ public final class Subscriber implements AutoCloseable {
   }
 
   private record Failure(Held entry, Throwable error) { }
+
+  /** Handled messages whose ack is not settled yet, with the attempts made so far. */
+  private static final class PendingAck {
+    final List<ClaimedMessage> receipts;
+    int attempts;
+    long dueNanos;
+
+    PendingAck(List<ClaimedMessage> receipts) {
+      this.receipts = receipts;
+    }
+  }
 
   /** A claimed message from its claim until it is acked, fails or is handed back. */
   private static final class Held {

@@ -207,7 +207,7 @@ class SubscriberBatchingIT {
   }
 
   @Test
-  void aConnectionFailingDuringAnAckFlushLeadsToRedeliveryInLeaseModeNeverToLoss() throws Exception {
+  void aConnectionFailingDuringAnAckFlushIsRetriedInLeaseModeNeverLost() throws Exception {
     QueueSpec spec = QueueSpec.durable("ack-flush-fails");
     repository.bindQueue(spec);
     FailingDataSource failing = new FailingDataSource(pool);
@@ -222,10 +222,10 @@ class SubscriberBatchingIT {
     await("an ack flush failed", () -> failing.failures.get() > 0);
     failing.failDeletes.set(false);
 
-    await("redelivered after the lease and acked", () -> subscriber.acked() == 3);
+    // The failed ack is retried (SubscriberAckBoundsIT pins the exact sequence); a retry that came after the 1 s
+    // lease would find them re-claimed, and they would be delivered again: either way none is lost.
+    await("acked", () -> subscriber.acked() == 3);
     assertThat(deliveries.keySet()).containsExactlyInAnyOrderElementsOf(ids);
-    deliveries.values().forEach(count -> assertThat(count.get()).as("handled, ack lost, redelivered")
-        .isGreaterThanOrEqualTo(2));
     assertThat(itemsOf(spec)).isZero();
   }
 

@@ -60,7 +60,8 @@ public final class BenchMain {
         new ReaperRaceScenario(options.reaperRace()),
         new EndToEndScenario(options.endToEnd()),
         new DrainScenario(options.drainMessages()),
-        new SustainedScenario(options.sustainedDuration()));
+        new SustainedScenario(options.sustainedDuration()),
+        new DrainRepeatScenario(options.drainMessages()));
   }
 
   /** The scenarios {@code --scenarios} selects (all by default). */

@@ -62,10 +62,11 @@ record BenchOptions(
       "  --e2e-rate N            messages/s of the end-to-end runs' steady stream (default 200; quick 100)",
       "  --e2e-poll-interval SECONDS  the end-to-end subscriber's poll interval (default 1, the library's;",
       "                          quick 0.2)",
-      "  --drain-messages N      messages preloaded per drain cell (default 100000; quick 2000)",
+      "  --drain-messages N      messages preloaded per drain cell and drain-repeat run (default 100000;",
+      "                          quick 2000)",
       "  --sustained SECONDS     length of each sustained run (default 20; quick 1)",
       "  --scenarios IDS         run only these: publish-contention,batching,reaper-race,end-to-end,drain,",
-      "                          sustained",
+      "                          sustained,drain-repeat",
       "  --quick                 tiny sizes, about 20 s in all (the CI smoke test)",
       "  --keep-database         do not drop the benchmark database at the end",
       "  --help                  this text");

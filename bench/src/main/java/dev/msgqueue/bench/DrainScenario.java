@@ -13,7 +13,6 @@ import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.sql.Array;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -27,6 +26,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import javax.sql.DataSource;
 import org.jooq.DSLContext;
 import org.jooq.ExecuteContext;
 import org.jooq.ExecuteListener;
@@ -36,8 +36,9 @@ import org.jooq.impl.DefaultConfiguration;
 
 /**
  * Scenario 5: drain a preloaded queue to empty, with each consumer in turn, from the same client: the Subscriber
- * (several concurrencies, default and lease mode), the repository's claim+ack loop, the production consumer's SQL and
- * the floor statement (both over plain JDBC). Reports messages/s, statements per message and the ratio to the floor.
+ * (several concurrencies, default and lease mode), the repository's claim+ack loop, the production consumer's SQL,
+ * the floor statement and the leading peer's statement shape on a table of its shape ({@link PgmqShape}; the last three
+ * over plain JDBC). Reports messages/s, statements per message and the ratio to the floor.
  */
 final class DrainScenario implements Scenario {
   static final String ID = "drain";
@@ -45,6 +46,7 @@ final class DrainScenario implements Scenario {
   static final int BATCH = 100;
   static final String FLOOR = "floor-sql";
   static final String PRODUCTION = "production-sql";
+  static final String PGMQ_SHAPE = "pgmq-shape-sql";
   static final String REPOSITORY = "repository-loop";
   static final String SUBSCRIBER = "subscriber";
   static final String SUBSCRIBER_LEASE = "subscriber-lease";
@@ -56,6 +58,7 @@ final class DrainScenario implements Scenario {
   static final List<Cell> CELLS = List.of(
       new Cell(FLOOR, 1), new Cell(FLOOR, 4),
       new Cell(PRODUCTION, 1), new Cell(PRODUCTION, 4),
+      new Cell(PGMQ_SHAPE, 1), new Cell(PGMQ_SHAPE, 4),
       new Cell(REPOSITORY, 1), new Cell(REPOSITORY, 4),
       new Cell(SUBSCRIBER, 1), new Cell(SUBSCRIBER, 4), new Cell(SUBSCRIBER, 16),
       new Cell(SUBSCRIBER_LEASE, 4), new Cell(SUBSCRIBER_LEASE, 16));
@@ -108,19 +111,18 @@ final class DrainScenario implements Scenario {
   @Override
   public Result run(BenchContext context) throws Exception {
     BenchDatabase database = context.database();
+    PgmqShape.create(database.control());
     // Every consumer is measured warm, as it runs in a service: a first pass drains the queue with each cell,
     // unmeasured, so no cell pays for compiling code that the cells before it did not run.
     for (Cell cell : CELLS) {
-      database.reset();
-      preload(database.control(), warmupMessages);
+      preload(database, cell, warmupMessages);
       drain(database, cell, warmupMessages);
     }
     List<Row> rows = new ArrayList<>();
     for (Cell cell : CELLS) {
       context.step(String.format(Locale.ROOT, "drain: %s x%d, %d messages", cell.consumer(), cell.concurrency(),
           messages));
-      database.reset();
-      preload(database.control(), messages);
+      preload(database, cell, messages);
       rows.add(drain(database, cell, messages));
     }
     double floor = rows.stream().filter(r -> r.consumer().equals(FLOOR))
@@ -130,6 +132,16 @@ final class DrainScenario implements Scenario {
       withRatios.add(r.withRatio(r.messagesPerSecond() / floor));
     }
     return new DrainResult(messages, BATCH, withRatios);
+  }
+
+  /** Resets the database and preloads {@code messages} into the table {@code cell} drains. */
+  static void preload(BenchDatabase database, Cell cell, int messages) {
+    database.reset();
+    if (cell.consumer().equals(PGMQ_SHAPE)) {
+      PgmqShape.preload(database.control(), messages);
+    } else {
+      preload(database.control(), messages);
+    }
   }
 
   private static void preload(DSLContext control, int messages) {
@@ -143,7 +155,8 @@ final class DrainScenario implements Scenario {
     control.execute("VACUUM ANALYZE \"MessageQueueItem\""); // plain SQL: jOOQ has no VACUUM
   }
 
-  private Row drain(BenchDatabase database, Cell cell, int messages) throws Exception {
+  /** Drains the preloaded table with {@code cell}'s consumer, on a pool of its own. */
+  Row drain(BenchDatabase database, Cell cell, int messages) throws Exception {
     HikariConfig poolConfig = new HikariConfig();
     poolConfig.setJdbcUrl(database.url());
     poolConfig.setMaximumPoolSize(cell.concurrency() + 2);
@@ -153,11 +166,12 @@ final class DrainScenario implements Scenario {
       AtomicLong consumed = new AtomicLong();
       long started = System.nanoTime();
       boolean drained = switch (cell.consumer()) {
-        case FLOOR, PRODUCTION, REPOSITORY -> loops(pool, cell, statements, consumed);
+        case FLOOR, PRODUCTION, PGMQ_SHAPE, REPOSITORY -> loops(pool, cell, statements, consumed);
         default -> subscriber(pool, cell, messages, statements, consumed);
       };
       double seconds = (System.nanoTime() - started) / 1e9;
-      long left = database.control().fetchCount(MESSAGE_QUEUE_ITEM);
+      long left = cell.consumer().equals(PGMQ_SHAPE) ? PgmqShape.rowsLeft(database.control())
+          : database.control().fetchCount(MESSAGE_QUEUE_ITEM);
       return new Row(cell.consumer(), cell.concurrency(), consumed.get(), seconds, consumed.get() / seconds,
           (double) statements.get() / Math.max(1, consumed.get()), Double.NaN, left, drained);
     }
@@ -174,6 +188,7 @@ final class DrainScenario implements Scenario {
           switch (cell.consumer()) {
             case FLOOR -> floorLoop(pool, statements, consumed);
             case PRODUCTION -> productionLoop(pool, statements, consumed);
+            case PGMQ_SHAPE -> PgmqShape.drainLoop(pool, statements, consumed);
             default -> repositoryLoop(repository, statements, consumed);
           }
           return null;
@@ -212,26 +227,37 @@ final class DrainScenario implements Scenario {
 
   private static void productionLoop(HikariDataSource pool, AtomicLong statements, AtomicLong consumed)
       throws SQLException {
+    readThenDeleteLoop(pool, PRODUCTION_CLAIM_SQL, 2, PRODUCTION_ACK_SQL, statements, consumed, QUEUE);
+  }
+
+  /**
+   * Runs a consumer of two statements on one connection until its read finds nothing: {@code readSql} (with
+   * {@code readParameters}) returns a batch's ids in column 1 and payloads in {@code payloadColumn}, then
+   * {@code deleteSql} takes the ids as one {@code bigint} array.
+   */
+  static void readThenDeleteLoop(DataSource pool, String readSql, int payloadColumn, String deleteSql,
+      AtomicLong statements, AtomicLong consumed, String... readParameters) throws SQLException {
     try (Connection connection = pool.getConnection();
-         PreparedStatement claim = connection.prepareStatement(PRODUCTION_CLAIM_SQL);
-         PreparedStatement ack = connection.prepareStatement(PRODUCTION_ACK_SQL)) {
-      claim.setString(1, QUEUE);
+         PreparedStatement read = connection.prepareStatement(readSql);
+         PreparedStatement delete = connection.prepareStatement(deleteSql)) {
+      for (int i = 0; i < readParameters.length; i++) {
+        read.setString(i + 1, readParameters[i]);
+      }
       while (true) {
         List<Long> ids = new ArrayList<>(BATCH);
         statements.incrementAndGet();
-        try (ResultSet rows = claim.executeQuery()) {
+        try (ResultSet rows = read.executeQuery()) {
           while (rows.next()) {
             ids.add(rows.getLong(1));
-            rows.getString(2);
+            rows.getString(payloadColumn);
           }
         }
         if (ids.isEmpty()) {
           return;
         }
-        Array array = connection.createArrayOf("bigint", ids.toArray());
-        ack.setArray(1, array);
+        delete.setArray(1, connection.createArrayOf("bigint", ids.toArray()));
         statements.incrementAndGet();
-        ack.executeUpdate();
+        delete.executeUpdate();
         consumed.addAndGet(ids.size());
       }
     }

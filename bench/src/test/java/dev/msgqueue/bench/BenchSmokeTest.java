@@ -43,7 +43,7 @@ class BenchSmokeTest {
     String out = stdout.toString(StandardCharsets.UTF_8);
     assertThat(exit).as("exit code; stderr:%n%s", stderr.toString(StandardCharsets.UTF_8)).isZero();
     assertThat(out).contains("1. Publish contention", "2. Batching", "3. Reaper race", "4. End to end", "5. Drain", "6. Sustained",
-        "Targets");
+        "7. Drain repeated", "Targets");
 
     JsonNode report = new ObjectMapper().readTree(results.resolve(BenchMain.RESULTS_JSON).toFile());
     assertThat(report.path("quick").asBoolean()).isTrue();
@@ -126,7 +126,24 @@ class BenchSmokeTest {
       assertThat(row.path("handled").asLong()).isPositive();
       assertThat(row.path("publishFailures").asLong()).isZero();
     });
+    List<String> drainCells = new ArrayList<>();
+    drain.forEach(row -> drainCells.add(row.path("consumer").asText() + "x" + row.path("concurrency").asInt()));
+    assertThat(drainCells).contains(DrainScenario.PGMQ_SHAPE + "x1", DrainScenario.PGMQ_SHAPE + "x4");
+    JsonNode repeated = report.path("scenarios").path(DrainRepeatScenario.ID);
+    JsonNode repeatedRuns = repeated.path("runs");
+    assertThat(repeatedRuns).hasSize(DrainRepeatScenario.CELLS.size() * DrainRepeatScenario.RUNS);
+    for (JsonNode run : repeatedRuns) {
+      assertThat(run.path("drained").asBoolean()).as("drained: %s", run).isTrue();
+      assertThat(run.path("messages").asLong()).as("messages of %s", run).isEqualTo(2_000);
+      assertThat(run.path("left").asLong()).as("left of %s", run).isZero();
+    }
+    JsonNode spreads = repeated.path("spreads");
+    assertThat(spreads).hasSize(DrainRepeatScenario.CELLS.size());
+    spreads.forEach(spread -> assertThat(spread.path("slowestOverFastest").asDouble())
+        .isGreaterThan(0).isLessThanOrEqualTo(1));
     assertWellFormedCsv(results.resolve(DrainScenario.ID + ".csv"), DrainScenario.CELLS.size());
+    assertWellFormedCsv(results.resolve(DrainRepeatScenario.ID + ".csv"),
+        DrainRepeatScenario.CELLS.size() * DrainRepeatScenario.RUNS);
     assertWellFormedCsv(results.resolve(SustainedScenario.ID + ".csv"), SustainedScenario.CONCURRENCIES.size());
 
     assertThat(report.path("checks").size()).isGreaterThanOrEqualTo(6);
