@@ -28,6 +28,9 @@ final class PublishContentionScenario implements Scenario {
   /** Longer than any run, so no message expires during the benchmark. */
   static final Duration MESSAGE_TTL = Duration.ofMinutes(5);
 
+  /** The most connections of the pool the coalesced {@code msgqueue} strategy publishes through. */
+  static final int MSGQUEUE_POOL_SIZE = 16;
+
   private final BenchOptions options;
 
   PublishContentionScenario(BenchOptions options) {
@@ -150,7 +153,7 @@ final class PublishContentionScenario implements Scenario {
     repository.bindQueue(HOT_QUEUE);
     HikariConfig poolConfig = new HikariConfig();
     poolConfig.setJdbcUrl(database.url());
-    poolConfig.setMaximumPoolSize(Math.max(2, Math.min(publishers, 16)));
+    poolConfig.setMaximumPoolSize(Math.max(2, Math.min(publishers, MSGQUEUE_POOL_SIZE)));
     poolConfig.setMinimumIdle(0);
     HikariDataSource pool = new HikariDataSource(poolConfig);
     MessageQueueRepository pooled = MessageQueueRepository.create(pool, config);
