@@ -35,6 +35,16 @@ import org.slf4j.LoggerFactory;
  * lives and dies with its transaction, so it is safe behind a pooler in transaction mode (PgBouncer), and a replica
  * that dies mid-tick frees it with its connection.
  *
+ * <p><b>Overlapping ticks.</b> The lock makes overlap rare, not impossible: a replica whose lock session dies (killed,
+ * or its connection lost) learns it only when its tick ends its lock transaction, so its jobs go on for the rest of
+ * the tick (measured: 200-330 ms) while another replica already holds the lock and runs its own. That tick then
+ * reports {@link HousekeepingRun.Outcome#FAILED FAILED}, though what its jobs committed stands. Overlap is safe:
+ * every statement of both jobs locks its rows {@code FOR UPDATE SKIP LOCKED}, so two reapers, two cleanups, or a
+ * reaper and a cleanup running at once each act on rows the other does not hold, never wait for each other and cannot
+ * deadlock; a queue whose expired messages the other job holds is kept until the next tick, never deleted under a
+ * message. Overlap can only make a tick find less to do. It cannot orphan or delete an unexpired message, delete a
+ * queue twice, or fail a tick.
+ *
  * <p><b>Statistics.</b> When {@link MicrometerMetrics} are bound to the repository, every tick (on every replica,
  * whether it did the work or skipped it) also reads {@link MessageQueueRepository#queueStatistics()} once and
  * refreshes the statistics gauges from it: a scrape never queries the database.
@@ -48,6 +58,9 @@ import org.slf4j.LoggerFactory;
  *
  * <p>The repository must take its connections from a pool or data source (not a single connection): the lock's
  * transaction stays open on one connection while the jobs commit on others, so a tick needs two connections at once.
+ * The lock, the jobs and the statistics read all run on the repository's own connections (its {@code ownConnections}
+ * when it was created over a transaction-joining context): a tick run inside a caller's transaction neither commits
+ * nor ends it.
  */
 public final class Housekeeper implements AutoCloseable {
   /** The interval when none is set: one minute. */
@@ -157,7 +170,7 @@ public final class Housekeeper implements AutoCloseable {
       return;
     }
     try {
-      events.statistics(repository.queueStatistics());
+      events.statistics(QueueStatisticsQuery.ofAll(repository.ownContext()));
     } catch (RuntimeException e) {
       log.warn("housekeeper: could not read the queue statistics; the gauges keep their previous values", e);
     }
@@ -219,7 +232,9 @@ public final class Housekeeper implements AutoCloseable {
 
   /** @return the work done, or {@code null} if another housekeeper holds the lock */
   private Work underLock() {
-    DSLContext ctx = repository.context();
+    // The repository's own connections: a tick's commit must never be the commit of a transaction the caller has
+    // open on this thread (a repository created over a transaction-joining context).
+    DSLContext ctx = repository.ownContext();
     return ctx.connectionResult(connection -> {
       boolean autoCommit = connection.getAutoCommit();
       connection.setAutoCommit(false);
@@ -285,7 +300,7 @@ public final class Housekeeper implements AutoCloseable {
       if (repository == null) {
         throw new IllegalArgumentException("repository is null");
       }
-      if (repository.context().configuration().connectionProvider() instanceof DefaultConnectionProvider) {
+      if (repository.ownContext().configuration().connectionProvider() instanceof DefaultConnectionProvider) {
         throw new IllegalArgumentException("the housekeeper needs a repository that takes connections from a pool or"
             + " data source, not one bound to a single connection");
       }

@@ -46,7 +46,9 @@ import org.slf4j.LoggerFactory;
  * The repository runs each statement on its {@link DSLContext}. To publish or consume inside your own transaction, take
  * the view {@link #inTransaction(DSLContext)}: what it writes commits or rolls back with your transaction. The
  * publish path assumes READ COMMITTED, PostgreSQL's default. {@link #reapIdleQueues()} and
- * {@link #deleteExpiredMessages()} run their own short transactions, one per batch.
+ * {@link #deleteExpiredMessages()} run their own short transactions, one per batch, on the repository's own
+ * connections (see {@link #create(DSLContext, DataSource, MsgQueueConfig)}), so called inside a caller's transaction
+ * they neither commit nor end it.
  *
  * <p>A publish in your transaction never makes your transaction hold the queue row, so no other publisher or
  * subscriber waits for your commit: the keep-alive write and the re-creation of a reaped auto-deleted queue each
@@ -68,6 +70,8 @@ public final class MessageQueueRepository {
   private static final Logger log = LoggerFactory.getLogger(MessageQueueRepository.class);
 
   private final DSLContext ctx;
+  /** Connections that never join a caller's transaction: keep-alives, heals and every maintenance act run here. */
+  private final DSLContext own;
   private final MsgQueueConfig config;
   private final Payloads payloads;
   private final Publisher publisher;
@@ -78,15 +82,16 @@ public final class MessageQueueRepository {
   // Shared with every view of this repository, so metrics bound once see all of them.
   private volatile AtomicReference<MessageQueueEvents> events = new AtomicReference<>(MessageQueueEvents.NONE);
 
-  private MessageQueueRepository(
-      DSLContext ctx, MsgQueueConfig config, Payloads payloads, Publisher publisher, PublishCoalescer coalescer) {
+  private MessageQueueRepository(DSLContext ctx, DSLContext own, MsgQueueConfig config, Payloads payloads,
+      Publisher publisher, PublishCoalescer coalescer) {
     this.coalescer = coalescer;
     this.ctx = ctx;
+    this.own = own;
     this.config = config;
     this.payloads = payloads;
     this.publisher = publisher;
-    this.reaper = new IdleQueueReaper(ctx, config);
-    this.cleanup = new ExpiredMessageCleanup(ctx, config);
+    this.reaper = new IdleQueueReaper(own, config);
+    this.cleanup = new ExpiredMessageCleanup(own, config);
   }
 
   /**
@@ -108,7 +113,9 @@ public final class MessageQueueRepository {
    * {@code transactionAware}, so inside a transaction they commit or roll back with it. The writes that must not be
    * held by a caller's transaction — the keep-alive, the re-creation of a reaped queue, coalesced publishes outside any
    * transaction — run in autocommit on connections from {@code ownConnections} (the pool itself, not a
-   * transaction-aware proxy of it), so no publisher ever waits for another caller's transaction.
+   * transaction-aware proxy of it), so no publisher ever waits for another caller's transaction. Maintenance
+   * ({@link #reapIdleQueues()}, {@link #deleteExpiredMessages()}, a {@link Housekeeper} tick and the statistics it
+   * reads) runs there too, so it never commits or ends the caller's transaction.
    *
    * @throws IllegalArgumentException for a null argument or a context whose dialect is not PostgreSQL
    */
@@ -129,7 +136,7 @@ public final class MessageQueueRepository {
     PublishCoalescer coalescer = config.publishCoalescing()
         ? new PublishCoalescer(publisher, own, MAX_COALESCED_MESSAGES) : null;
     MessageQueueRepository repository =
-        new MessageQueueRepository(ctx, config, new Payloads(config.maxPayloadBytes()), publisher, coalescer);
+        new MessageQueueRepository(ctx, own, config, new Payloads(config.maxPayloadBytes()), publisher, coalescer);
     repository.events = events;
     return repository;
   }
@@ -155,8 +162,8 @@ public final class MessageQueueRepository {
   MessageQueueRepository boundTo(DSLContext context) {
     Arguments.requireNonNull(context, "transactionContext");
     requirePostgres(context);
-    MessageQueueRepository bound = new MessageQueueRepository(bounded(context, config), config, payloads, publisher,
-        null);
+    MessageQueueRepository bound =
+        new MessageQueueRepository(bounded(context, config), own, config, payloads, publisher, null);
     bound.events = events;
     return bound;
   }
@@ -178,6 +185,14 @@ public final class MessageQueueRepository {
   /** The context every statement of this repository runs on (bounded and failure-translating). */
   DSLContext context() {
     return ctx;
+  }
+
+  /**
+   * The context of the repository's own connections (bounded and failure-translating), never a caller's
+   * transaction's unless the repository was created over one: what maintenance runs on.
+   */
+  DSLContext ownContext() {
+    return own;
   }
 
   /** Publishes a JSON text payload with default options. @return the message id */
@@ -519,21 +534,19 @@ public final class MessageQueueRepository {
   /**
    * Moves a dead letter back to the queue it came from, PENDING and claimable now, with a fresh set of deliveries
    * and the configured default TTL; it keeps its id. A dead letter that a consumer of the dead-letter queue holds
-   * right now is not moved.
+   * right now is not moved. One statement when it moves; a second, lock-free read tells why when it does not.
    *
-   * @return whether it moved; {@code false} if there is no such unexpired dead letter, or it is held
+   * @return {@link RepublishOutcome#REPUBLISHED}, or why nothing was done: {@link RepublishOutcome#NOT_FOUND},
+   *     {@link RepublishOutcome#NOT_A_DEAD_LETTER} (a live message, one republished already included) or
+   *     {@link RepublishOutcome#HELD}
    * @throws QueueNotFoundException if its original queue no longer exists (bind it, then re-publish); the caller's
    *     transaction is not aborted
    */
-  public boolean republishDeadLetter(long messageId) {
+  public RepublishOutcome republishDeadLetter(long messageId) {
     if (RetryStatements.republish(ctx, messageId, config.defaultMessageTtl()).isPresent()) {
-      return true;
+      return RepublishOutcome.REPUBLISHED;
     }
-    Optional<String> original = RetryStatements.originalQueueOf(ctx, messageId);
-    if (original.isPresent() && !RetryStatements.queueExists(ctx, original.get())) {
-      throw new QueueNotFoundException(original.get());
-    }
-    return false;
+    return RetryStatements.whyNotRepublished(ctx, messageId);
   }
 
   /**
@@ -565,7 +578,8 @@ public final class MessageQueueRepository {
    * Deletes auto-deleted queues idle for longer than {@link MsgQueueConfig#reapIdleThreshold()} that hold no
    * unexpired message, in batches of {@link MsgQueueConfig#reapBatchSize()}, each batch its own transaction. Never
    * waits for publishers: a queue with an in-flight publish or keep-alive is skipped (and is not idle anyway).
-   * {@link Housekeeper} runs this on a schedule.
+   * Runs on the repository's own connections, never on a transaction the caller has open. {@link Housekeeper} runs
+   * this on a schedule.
    *
    * @return the names of the queues deleted
    */
@@ -579,8 +593,9 @@ public final class MessageQueueRepository {
   /**
    * Deletes expired messages, orphans (whose queue was deleted) included, in batches of
    * {@link MsgQueueConfig#cleanupBatchSize()}, each batch its own transaction; skips rows locked by consumers. Then
-   * deletes the failure records (retry counts, dead-letter details) of messages that are gone.
-   * {@link Housekeeper} runs this on a schedule.
+   * deletes the failure records (retry counts, dead-letter details) of messages that are gone. Runs on the
+   * repository's own connections, never on a transaction the caller has open. {@link Housekeeper} runs this on a
+   * schedule.
    *
    * @return how many messages it deleted
    */

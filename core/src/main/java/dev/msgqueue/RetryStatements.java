@@ -268,24 +268,39 @@ final class RetryStatements {
         .fetchOptional(Record1::value1);
   }
 
-  /** The original queue of an unexpired dead letter, whether or not that queue still exists. */
-  static Optional<String> originalQueueOf(DSLContext ctx, long id) {
-    return ctx.select(F.ORIGINAL_QUEUE_ID)
+  /**
+   * Why {@link #republish} moved nothing, read in one statement that takes no lock (a plain read; the answer describes
+   * the rows as this statement saw them).
+   *
+   * @throws QueueNotFoundException if it is a dead letter whose original queue no longer exists
+   */
+  static RepublishOutcome whyNotRepublished(DSLContext ctx, long id) {
+    MessageQueue original = Q.as("original");
+    var row = ctx.select(I.EXPIRES_AT.isNull().or(I.EXPIRES_AT.gt(utcNow())), F.DEAD_LETTERED_AT.isNotNull(),
+            F.ORIGINAL_QUEUE_ID, original.NAME.isNotNull())
         .from(I)
-        .join(F).on(F.ITEM_ID.eq(I.ID))
+        .leftJoin(F).on(F.ITEM_ID.eq(I.ID))
+        .leftJoin(original).on(original.NAME.eq(F.ORIGINAL_QUEUE_ID))
         .where(I.ID.eq(id))
-        .and(F.DEAD_LETTERED_AT.isNotNull())
-        .and(I.EXPIRES_AT.gt(utcNow()))
-        .fetchOptional(F.ORIGINAL_QUEUE_ID);
-  }
-
-  static boolean queueExists(DSLContext ctx, String queue) {
-    return ctx.fetchExists(Q, Q.NAME.eq(queue));
+        .fetchOne();
+    if (row == null || !row.value1()) {
+      return RepublishOutcome.NOT_FOUND;
+    }
+    if (!row.value2()) {
+      return RepublishOutcome.NOT_A_DEAD_LETTER;
+    }
+    if (!row.value4()) {
+      throw new QueueNotFoundException(row.value3());
+    }
+    // An unexpired dead letter whose queue exists did not move: a consumer held it (it may have let go since).
+    return RepublishOutcome.HELD;
   }
 
   /**
    * Deletes up to {@code limit} failure rows whose item is gone (acked, expired and cleaned up, dead letter
    * consumed). There is no foreign key to cascade the delete (see the changeset): this is what keeps the table small.
+   * Locks: FOR UPDATE SKIP LOCKED on the failure rows, so two cleanups running at once (overlapping housekeeper ticks)
+   * delete disjoint rows and never wait for, or deadlock with, each other.
    *
    * @return how many it deleted
    */
@@ -295,7 +310,9 @@ final class RetryStatements {
         .where(F.ITEM_ID.in(select(orphan.ITEM_ID)
             .from(orphan)
             .whereNotExists(selectOne().from(I).where(I.ID.eq(orphan.ITEM_ID)))
-            .limit(limit)))
+            .limit(limit)
+            .forUpdate()
+            .skipLocked()))
         .execute();
   }
 

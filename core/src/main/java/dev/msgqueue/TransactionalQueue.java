@@ -94,7 +94,7 @@ public final class TransactionalQueue {
   }
 
   /** See {@link MessageQueueRepository#republishDeadLetter(long)}. */
-  public boolean republishDeadLetter(long messageId) {
+  public RepublishOutcome republishDeadLetter(long messageId) {
     return bound.republishDeadLetter(messageId);
   }
 

@@ -46,7 +46,7 @@ class NullArgumentsTest {
    * and the values msgqueue returns (their constructors are not entry points).
    */
   private static final Set<Class<?>> NOT_ENTRY_POINTS = Set.of(QueueStatistics.class, HousekeepingRun.class,
-      HousekeepingRun.Outcome.class, FailureOutcome.class, DeadLetter.class, MessageHandler.class,
+      HousekeepingRun.Outcome.class, FailureOutcome.class, RepublishOutcome.class, DeadLetter.class, MessageHandler.class,
       WakeupListener.ConnectionFactory.class);
   /** "Class.method#index": null means "the default" there. */
   private static final Set<String> NULLABLE = Set.of(

@@ -163,7 +163,7 @@ class LeastPrivilegeIT {
     assertThat(repository.fail(extended, new IllegalStateException("boom"), deadLetterAtOnce))
         .isEqualTo(FailureOutcome.DEAD_LETTERED);
     assertThat(repository.deadLetters("orders-dead-letters", 10)).extracting(DeadLetter::id).containsExactly(failing);
-    assertThat(repository.republishDeadLetter(failing)).isTrue();
+    assertThat(repository.republishDeadLetter(failing)).isEqualTo(RepublishOutcome.REPUBLISHED);
     ClaimedMessage republished = repository.claim("orders", 1).get(0);
     assertThat(republished.id()).isEqualTo(failing);
     assertThat(repository.ack(republished)).isTrue();

@@ -374,7 +374,7 @@ class RetryIT {
     assertThat(repository.fail(claimOne(spec.name()), new IllegalStateException("down"), policy))
         .isEqualTo(FailureOutcome.DEAD_LETTERED);
 
-    assertThat(repository.republishDeadLetter(id)).isTrue();
+    assertThat(repository.republishDeadLetter(id)).isEqualTo(RepublishOutcome.REPUBLISHED);
 
     assertThat(repository.deadLetters(dlq(spec), 10)).isEmpty();
     assertThat(failureRow(id)).as("the count starts again").isNull();
@@ -382,10 +382,31 @@ class RetryIT {
     assertThat(redelivered.id()).isEqualTo(id);
     assertThat(redelivered.payload()).isEqualTo("{\"retry\": \"me\"}");
     assertThat(redelivered.redelivered()).isFalse();
-    assertThat(repository.republishDeadLetter(id)).as("no longer a dead letter").isFalse();
+    assertThat(repository.republishDeadLetter(id)).as("republished already: live again")
+        .isEqualTo(RepublishOutcome.NOT_A_DEAD_LETTER);
     assertThat(repository.ack(redelivered)).isTrue();
-    assertThat(repository.republishDeadLetter(id)).isFalse();
-    assertThat(repository.republishDeadLetter(Long.MAX_VALUE)).isFalse();
+    assertThat(repository.republishDeadLetter(id)).as("acked").isEqualTo(RepublishOutcome.NOT_FOUND);
+    assertThat(repository.republishDeadLetter(Long.MAX_VALUE)).isEqualTo(RepublishOutcome.NOT_FOUND);
+  }
+
+  @Test
+  void republishingALiveMessageOrAnExpiredDeadLetterTellsWhyNothingMoved() {
+    QueueSpec spec = bound("republish-why");
+    long live = repository.publish(spec, "{\"live\": true}");
+    assertThat(repository.republishDeadLetter(live)).isEqualTo(RepublishOutcome.NOT_A_DEAD_LETTER);
+    assertThat(row(live).getQueueId()).as("left where it was").isEqualTo(spec.name());
+
+    ClaimedMessage claimed = claimOne(spec.name());
+    assertThat(repository.republishDeadLetter(live)).as("claimed, still not a dead letter")
+        .isEqualTo(RepublishOutcome.NOT_A_DEAD_LETTER);
+    RetryPolicy policy = policy(spec).maxDeliveries(1).build();
+    assertThat(repository.fail(claimed, new IllegalStateException("down"), policy))
+        .isEqualTo(FailureOutcome.DEAD_LETTERED);
+    new QueueRows(db.dsl()).expireItems(dlq(spec));
+
+    assertThat(repository.republishDeadLetter(live)).as("an expired dead letter")
+        .isEqualTo(RepublishOutcome.NOT_FOUND);
+    assertThat(row(live).getQueueId()).isEqualTo(dlq(spec));
   }
 
   @Test
@@ -396,7 +417,9 @@ class RetryIT {
     repository.fail(claimOne(spec.name()), new IllegalStateException(), policy);
 
     ClaimedMessage heldInDlq = claimOne(dlq(spec));
-    assertThat(repository.republishDeadLetter(id)).as("held by a dead-letter consumer").isFalse();
+    assertThat(repository.republishDeadLetter(id)).as("held by a dead-letter consumer")
+        .isEqualTo(RepublishOutcome.HELD);
+    assertThat(row(id).getQueueId()).isEqualTo(dlq(spec));
     assertThat(repository.nack(heldInDlq, Duration.ZERO)).isTrue();
 
     db.dsl().deleteFrom(MESSAGE_QUEUE).where(MESSAGE_QUEUE.NAME.eq(spec.name())).execute();
@@ -407,7 +430,7 @@ class RetryIT {
           .hasMessageContaining(spec.name());
       // The caller's transaction is still usable.
       inTransaction.bindQueue(spec);
-      assertThat(inTransaction.republishDeadLetter(id)).isTrue();
+      assertThat(inTransaction.republishDeadLetter(id)).isEqualTo(RepublishOutcome.REPUBLISHED);
       session.commit();
     }
     assertThat(claimOne(spec.name()).id()).isEqualTo(id);

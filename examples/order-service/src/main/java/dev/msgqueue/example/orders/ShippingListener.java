@@ -1,31 +1,32 @@
 package dev.msgqueue.example.orders;
 
-import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.msgqueue.spring.MsgQueueListener;
-import java.util.List;
-import java.util.concurrent.CopyOnWriteArrayList;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.stereotype.Component;
 
-/** Ships placed orders: one handler call per message on the "shipping" queue. */
+/**
+ * Ships placed orders: one call per message on the shipping queue. Lease mode (at least once): a message whose
+ * handler throws, or whose process dies, is delivered again after 30 s.
+ */
 @Component
-public class ShippingListener {
+class ShippingListener {
   private static final Logger log = LoggerFactory.getLogger(ShippingListener.class);
-  private final ObjectMapper json = new ObjectMapper();
-  private final List<Long> shipped = new CopyOnWriteArrayList<>();
 
-  @MsgQueueListener(queue = "shipping", lease = "30s")
-  void ship(String payload) throws Exception {
-    JsonNode order = json.readTree(payload);
-    long orderId = order.path("orderId").asLong();
-    log.info("shipping order {}", orderId);
-    shipped.add(orderId);
+  private final OrderService orders;
+  private final ObjectMapper json;
+
+  ShippingListener(OrderService orders, ObjectMapper json) {
+    this.orders = orders;
+    this.json = json;
   }
 
-  /** The orders shipped so far by this instance. */
-  public List<Long> shipped() {
-    return List.copyOf(shipped);
+  @MsgQueueListener(queue = OrderService.SHIPPING_QUEUE, lease = "30s")
+  void ship(String payload) throws JsonProcessingException {
+    ShippingMessage message = json.readValue(payload, ShippingMessage.class);
+    orders.ship(message.orderId());
+    log.info("shipped order {}", message.orderId());
   }
 }

@@ -1,30 +1,52 @@
 package dev.msgqueue.example.orders;
 
+import static dev.msgqueue.example.orders.OrderTables.ORDERS;
+import static dev.msgqueue.example.orders.OrderTables.ORDER_ID;
+import static dev.msgqueue.example.orders.OrderTables.STOCK;
+import static dev.msgqueue.example.orders.OrderTables.STOCK_AVAILABLE;
+import static dev.msgqueue.example.orders.OrderTables.STOCK_ITEM;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
-import static org.jooq.impl.DSL.name;
-import static org.jooq.impl.DSL.table;
+import static org.jooq.impl.DSL.coalesce;
+import static org.jooq.impl.DSL.jsonbGetAttributeAsText;
+import static org.jooq.impl.DSL.max;
+import static org.jooq.impl.DSL.val;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import dev.msgqueue.it.TestDatabase;
-import java.util.concurrent.TimeUnit;
+import java.time.Duration;
+import java.util.Map;
+import java.util.function.Predicate;
+import java.util.function.Supplier;
 import org.jooq.DSLContext;
+import org.jooq.impl.SQLDataType;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.AfterAllCallback;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.extension.ExtensionContext;
-import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.web.server.LocalServerPort;
+import org.springframework.http.HttpStatus;
+import org.springframework.http.MediaType;
+import org.springframework.http.ResponseEntity;
 import org.springframework.test.annotation.DirtiesContext;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
+import org.springframework.web.client.RestClient;
 
-/** The whole service on a fresh database: Boot's Liquibase applies the service's changelog, msgqueue's included. */
+/**
+ * The service as its users run it: started whole on a random port over a fresh PostgreSQL database (Boot's Liquibase
+ * applies its changelog, msgqueue's included), driven over HTTP, and checked in the database through a connection
+ * of the test's own.
+ */
 @ExtendWith(OrderServiceTest.DropDatabaseAfterTheService.class)
-@SpringBootTest
+@SpringBootTest(webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
 @DirtiesContext
 class OrderServiceTest {
   private static final TestDatabase DATABASE = TestDatabase.createEmpty("order_service");
+  /** How long the test waits for the listener; a bound on a wait, not a speed requirement. */
+  private static final Duration PATIENCE = Duration.ofSeconds(30);
 
   @DynamicPropertySource
   static void database(DynamicPropertyRegistry registry) {
@@ -42,35 +64,115 @@ class OrderServiceTest {
     }
   }
 
-  @Autowired
-  OrderService orders;
-  @Autowired
-  ShippingListener shipping;
-  @Autowired
-  DSLContext dsl;
+  @LocalServerPort
+  int port;
 
-  @Test
-  void aPlacedOrderIsShipped() throws InterruptedException {
-    long orderId = orders.placeOrder("book", 2);
+  private RestClient http;
+  private final DSLContext db = DATABASE.dsl();
 
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (!shipping.shipped().contains(orderId) && System.nanoTime() < deadline) {
-      Thread.sleep(20);
-    }
-    assertThat(shipping.shipped()).contains(orderId);
+  @BeforeEach
+  void client() {
+    http = RestClient.builder()
+        .baseUrl("http://127.0.0.1:" + port)
+        .defaultStatusHandler(status -> true, (request, response) -> { })   // the tests read every status
+        .build();
   }
 
   @Test
-  void aRolledBackOrderLeavesNoMessage() {
-    int messagesBefore = dsl.fetchCount(MESSAGE_QUEUE_ITEM);
-    int ordersBefore = dsl.fetchCount(table(name("orders")));
+  void aPlacedOrderIsShipped() throws InterruptedException {
+    ResponseEntity<JsonNode> placed = placeOrder("book", 2);
 
-    assertThatThrownBy(() -> orders.placeOrder("nothing", 0)).isInstanceOf(IllegalStateException.class);
+    assertThat(placed.getStatusCode()).isEqualTo(HttpStatus.CREATED);
+    long orderId = placed.getBody().path("id").asLong();
+    assertThat(placed.getBody().path("status").asText()).isEqualTo("PLACED");
+    assertThat(placed.getHeaders().getLocation()).hasToString("http://127.0.0.1:" + port + "/orders/" + orderId);
+    assertThat(availableStock("book")).isEqualTo(100 - 2);
 
-    assertThat(dsl.fetchCount(table(name("orders")))).isEqualTo(ordersBefore);
-    assertThat(dsl.fetchCount(MESSAGE_QUEUE_ITEM)).as("the message rolled back with the order")
-        .isLessThanOrEqualTo(messagesBefore);
-    assertThat(dsl.fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.PAYLOAD.cast(String.class).like("%\"quantity\": 0%")))
-        .isZero();
+    JsonNode shipped = awaitValue(() -> showOrder(orderId).getBody(),
+        order -> order.path("status").asText().equals("SHIPPED"));
+    assertThat(shipped.path("item").asText()).isEqualTo("book");
+    assertThat(shipped.path("quantity").asInt()).isEqualTo(2);
+    assertThat(shipped.path("shippedAt").isTextual()).as("shippedAt of %s", shipped).isTrue();
+    assertThat(awaitValue(() -> messagesForOrdersAfter(orderId - 1), count -> count == 0))
+        .as("the shipping message, acked once the order was shipped").isZero();
+  }
+
+  @Test
+  void anOrderShortOfStockRollsBackWithItsMessage() {
+    long lastOrderBefore = db.select(coalesce(max(ORDER_ID), val(0L))).from(ORDERS).fetchSingle().value1();
+
+    ResponseEntity<JsonNode> refused = placeOrder("lamp", 4);   // 3 in stock
+
+    assertThat(refused.getStatusCode()).isEqualTo(HttpStatus.CONFLICT);
+    assertThat(refused.getBody().path("detail").asText()).isEqualTo("not enough \"lamp\" in stock for 4");
+    assertThat(db.fetchCount(ORDERS, ORDER_ID.gt(lastOrderBefore))).as("orders stored").isZero();
+    // Published before the stock check failed. Had it committed on its own, it would still be here: the listener
+    // finds no order to ship, throws, and the message waits out its 30 s lease.
+    assertThat(messagesForOrdersAfter(lastOrderBefore)).as("shipping messages stored").isZero();
+    assertThat(availableStock("lamp")).isEqualTo(3);
+  }
+
+  @Test
+  void anOrderOfNothingIsABadRequest() {
+    ResponseEntity<JsonNode> refused = placeOrder("book", 0);
+
+    assertThat(refused.getStatusCode()).isEqualTo(HttpStatus.BAD_REQUEST);
+    assertThat(refused.getBody().path("detail").asText()).isEqualTo("quantity must be 1 to 1000, not 0");
+  }
+
+  @Test
+  void anUnknownOrderIsNotFound() {
+    assertThat(showOrder(Long.MAX_VALUE).getStatusCode()).isEqualTo(HttpStatus.NOT_FOUND);
+  }
+
+  @Test
+  void healthAndMetricsAnswer() {
+    ResponseEntity<JsonNode> health = http.get().uri("/actuator/health").retrieve().toEntity(JsonNode.class);
+
+    assertThat(health.getStatusCode()).isEqualTo(HttpStatus.OK);
+    assertThat(health.getBody().path("status").asText()).as("%s", health.getBody()).isEqualTo("UP");
+    JsonNode components = health.getBody().path("components");
+    JsonNode msgqueue = components.has("msgqueue") ? components.get("msgqueue") : components.path("msgQueue");
+    assertThat(msgqueue.path("status").asText()).as("msgqueue in %s", components).isEqualTo("UP");
+    assertThat(msgqueue.path("details").path("database").asText()).isEqualTo("reachable");
+    assertThat(msgqueue.path("details").path("listener").asText()).isEqualTo("listening");
+
+    ResponseEntity<JsonNode> metrics = http.get().uri("/actuator/metrics").retrieve().toEntity(JsonNode.class);
+
+    assertThat(metrics.getStatusCode()).isEqualTo(HttpStatus.OK);
+    assertThat(metrics.getBody().path("names").toString()).contains("\"hikaricp.connections.active\"");
+  }
+
+  private ResponseEntity<JsonNode> placeOrder(String item, int quantity) {
+    return http.post().uri("/orders")
+        .contentType(MediaType.APPLICATION_JSON)
+        .body(Map.of("item", item, "quantity", quantity))
+        .retrieve()
+        .toEntity(JsonNode.class);
+  }
+
+  private ResponseEntity<JsonNode> showOrder(long orderId) {
+    return http.get().uri("/orders/{id}", orderId).retrieve().toEntity(JsonNode.class);
+  }
+
+  private int availableStock(String item) {
+    return db.select(STOCK_AVAILABLE).from(STOCK).where(STOCK_ITEM.eq(item)).fetchSingle().value1();
+  }
+
+  /** Messages on any queue whose payload names an order after {@code orderId}. */
+  private int messagesForOrdersAfter(long orderId) {
+    return db.fetchCount(MESSAGE_QUEUE_ITEM,
+        jsonbGetAttributeAsText(MESSAGE_QUEUE_ITEM.PAYLOAD, "orderId").cast(SQLDataType.BIGINT).gt(orderId));
+  }
+
+  /** The first value that satisfies {@code done}, or the last one read once {@link #PATIENCE} has passed. */
+  private static <T> T awaitValue(Supplier<T> read, Predicate<T> done) throws InterruptedException {
+    long deadline = System.nanoTime() + PATIENCE.toNanos();
+    T value = read.get();
+    while (!done.test(value) && System.nanoTime() < deadline) {
+      Thread.sleep(20);
+      value = read.get();
+    }
+    return value;
   }
 }

@@ -1,0 +1,10 @@
+package dev.msgqueue.example.orders;
+
+/** Not enough of an item in stock for an order (or no such item): the order is not placed. */
+public class OutOfStockException extends RuntimeException {
+  private static final long serialVersionUID = 1L;
+
+  public OutOfStockException(String item, int quantity) {
+    super("not enough \"" + item + "\" in stock for " + quantity);
+  }
+}
