@@ -133,8 +133,25 @@ public final class BenchMain {
         printHeader(out, server, database, machine, options);
         BenchContext context = new BenchContext(database, options, err, steps);
         Map<String, Scenario.Result> results = new LinkedHashMap<>();
+        // Estimated against measured seconds per scenario, in results.json: what keeps the estimate honest.
+        List<Map<String, Object>> durations = new java.util.ArrayList<>();
+        double estimatedSoFar = 0;
+        double tookSoFar = 0;
+        double estimatedLeft = estimate.toSeconds();
         for (Scenario scenario : scenarios) {
+          long scenarioStart = System.nanoTime();
           Scenario.Result result = scenario.run(context);
+          double seconds = (System.nanoTime() - scenarioStart) / 1e9;
+          long estimated = scenario.estimate().toSeconds();
+          durations.add(Map.of("scenario", scenario.id(), "estimatedSeconds", estimated,
+              "seconds", Math.round(seconds)));
+          estimatedSoFar += estimated;
+          tookSoFar += seconds;
+          estimatedLeft -= estimated;
+          // The rest scaled by how this machine has done against the estimate so far (a loaded machine runs slower).
+          err.printf(Locale.ROOT, "msgqueue-bench: %s took %.0f s (estimated %d s)%s%n", scenario.id(), seconds,
+              estimated, estimatedLeft <= 0 ? "" : String.format(Locale.ROOT, "; about %.0f s left",
+                  estimatedLeft * tookSoFar / Math.max(1, estimatedSoFar)));
           results.put(scenario.id(), result);
           out.println();
           out.println(scenario.title());
@@ -172,6 +189,7 @@ public final class BenchMain {
             "settings", database.settings()));
         report.put("payloadBytes", BenchContext.PAYLOAD.data().getBytes(StandardCharsets.UTF_8).length);
         report.put("scenarios", results);
+        report.put("durations", durations);
         report.put("notRun", NOT_RUN);
         report.put("checks", checks);
         new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT)
@@ -189,6 +207,8 @@ public final class BenchMain {
         }
         out.println();
         out.println("results: " + resultsDir.toAbsolutePath());
+        err.printf(Locale.ROOT, "msgqueue-bench: done in %d s (estimated %d s)%n",
+            Duration.between(startedAt, Instant.now()).toSeconds(), estimate.toSeconds());
         return EXIT_OK;
       } finally {
         removeShutdownHook(dropOnInterrupt);

@@ -67,7 +67,7 @@ record BenchOptions(
       "  --sustained SECONDS     length of each sustained run (default 20; quick 1)",
       "  --scenarios IDS         run only these: publish-contention,batching,reaper-race,end-to-end,drain,",
       "                          sustained,drain-repeat",
-      "  --quick                 tiny sizes, about 20 s in all (the CI smoke test)",
+      "  --quick                 tiny sizes (the CI smoke test; its figures mean nothing)",
       "  --keep-database         do not drop the benchmark database at the end",
       "  --help                  this text");
 

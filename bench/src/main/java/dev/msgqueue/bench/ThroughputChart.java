@@ -11,11 +11,12 @@ import java.io.IOException;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import javax.imageio.ImageIO;
 
 /**
  * The PNG chart of scenario 1: messages/s against the number of publishers, one line per strategy. Drawn with
- * java.awt (headless) rather than a chart library: four lines and two axes do not need one.
+ * java.awt (headless) rather than a chart library: five lines and two axes do not need one.
  */
 final class ThroughputChart {
   private static final int WIDTH = 900;
@@ -24,8 +25,16 @@ final class ThroughputChart {
   private static final int RIGHT = 210;
   private static final int TOP = 60;
   private static final int BOTTOM = 70;
-  private static final Color[] COLORS = {
-      new Color(0xD62728), new Color(0xFF7F0E), new Color(0x1F77B4), new Color(0x7F7F7F)};
+  /** One colour per strategy, so the legend names each line unambiguously; grey for the ceiling, which is no design. */
+  private static final Map<String, Color> COLORS = Map.of(
+      Strategies.UPSERT_PER_PUBLISH, new Color(0xD62728),
+      Strategies.OPTIMISTIC_HEAL, new Color(0xFF7F0E),
+      Strategies.MSGQUEUE_UNCOALESCED, new Color(0x2CA02C),
+      Strategies.MSGQUEUE, new Color(0x1F77B4),
+      Strategies.NO_FK_CEILING, new Color(0x7F7F7F));
+  /** The x-axis title: msgqueue's coalesced publishes run on a shared pool, every other strategy on its own connections. */
+  static final String X_AXIS_TITLE = "concurrent publisher threads (each on its own connection; msgqueue: a shared"
+      + " pool of up to " + PublishContentionScenario.MSGQUEUE_POOL_SIZE + ")";
 
   private ThroughputChart() { }
 
@@ -74,7 +83,7 @@ final class ThroughputChart {
       }
       g.drawLine(LEFT, TOP, LEFT, TOP + plotHeight);
       g.drawLine(LEFT, TOP + plotHeight, LEFT + plotWidth, TOP + plotHeight);
-      String xTitle = "concurrent publishers (one connection each)";
+      String xTitle = X_AXIS_TITLE;
       g.drawString(xTitle, LEFT + (plotWidth - metrics.stringWidth(xTitle)) / 2, HEIGHT - 22);
       Graphics2D rotated = (Graphics2D) g.create();
       rotated.rotate(-Math.PI / 2);
@@ -84,7 +93,7 @@ final class ThroughputChart {
 
       for (int s = 0; s < strategies.size(); s++) {
         String strategy = strategies.get(s);
-        Color color = COLORS[s % COLORS.length];
+        Color color = colorOf(strategy);
         g.setColor(color);
         g.setStroke(new BasicStroke(2.5f));
         int previousX = -1;
@@ -116,6 +125,15 @@ final class ThroughputChart {
     if (!ImageIO.write(image, "png", file.toFile())) {
       throw new IOException("no PNG writer in this JVM");
     }
+  }
+
+  /** The line colour of a strategy of {@link Strategies#CONTENTION_ORDER}. */
+  static Color colorOf(String strategy) {
+    Color color = COLORS.get(strategy);
+    if (color == null) {
+      throw new IllegalArgumentException("no chart colour for strategy " + strategy);
+    }
+    return color;
   }
 
   private static int xOf(int index, int count, int plotWidth) {

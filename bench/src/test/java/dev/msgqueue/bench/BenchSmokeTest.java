@@ -18,7 +18,7 @@ import javax.imageio.ImageIO;
 import org.junit.jupiter.api.Test;
 
 /**
- * The CI smoke test of the benchmark: a {@code --quick} run (tiny sizes, about 25-30 s) on the test database server
+ * The CI smoke test of the benchmark: a {@code --quick} run (tiny sizes) on the test database server
  * ({@code MSGQUEUE_TEST_JDBC_URL}, else the embedded PostgreSQL), checking that it runs and that its output is well
  * formed and complete. It checks no performance figure: quick cells are far too short to mean anything.
  */
@@ -145,6 +145,13 @@ class BenchSmokeTest {
     assertWellFormedCsv(results.resolve(DrainRepeatScenario.ID + ".csv"),
         DrainRepeatScenario.CELLS.size() * DrainRepeatScenario.RUNS);
     assertWellFormedCsv(results.resolve(SustainedScenario.ID + ".csv"), SustainedScenario.CONCURRENCIES.size());
+
+    JsonNode durations = report.path("durations");
+    assertThat(durations).hasSize(6);
+    durations.forEach(duration -> {
+      assertThat(duration.path("estimatedSeconds").asLong()).as("estimate of %s", duration).isPositive();
+      assertThat(duration.path("seconds").isNumber()).as("seconds of %s", duration).isTrue();
+    });
 
     assertThat(report.path("checks").size()).isGreaterThanOrEqualTo(6);
     assertThat(report.path("notRun").isArray()).isTrue();

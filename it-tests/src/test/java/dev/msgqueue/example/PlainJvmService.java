@@ -1,0 +1,82 @@
+package dev.msgqueue.example;
+
+import com.zaxxer.hikari.HikariConfig;
+import com.zaxxer.hikari.HikariDataSource;
+import dev.msgqueue.Housekeeper;
+import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.MsgQueueConfig;
+import dev.msgqueue.QueueSpec;
+import dev.msgqueue.Subscriber;
+import dev.msgqueue.WakeupListener;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.time.Duration;
+import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import liquibase.Scope;
+import liquibase.command.CommandScope;
+import liquibase.command.core.UpdateCommandStep;
+import liquibase.command.core.helpers.DbUrlConnectionArgumentsCommandStep;
+import liquibase.database.Database;
+import liquibase.database.DatabaseFactory;
+import liquibase.database.jvm.JdbcConnection;
+import liquibase.resource.ClassLoaderResourceAccessor;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * msgqueue without Spring: applies the schema, starts a subscriber, publishes three orders, waits until they are
+ * handled and shuts down. Run it with a JDBC URL: {@code java -cp ... PlainJvmService jdbc:postgresql://HOST/DB?user=U}.
+ */
+public final class PlainJvmService {
+  private static final Logger log = LoggerFactory.getLogger(PlainJvmService.class);
+
+  public static void main(String[] args) throws Exception {
+    String jdbcUrl = args[0];
+
+    // A pool: msgqueue takes a connection for each operation and returns it at once.
+    HikariConfig poolConfig = new HikariConfig();
+    poolConfig.setJdbcUrl(jdbcUrl);
+    poolConfig.setMaximumPoolSize(10);
+    try (HikariDataSource pool = new HikariDataSource(poolConfig)) {
+      applySchema(pool);
+
+      // One repository per service, shared by every thread.
+      MessageQueueRepository queues = MessageQueueRepository.create(pool, MsgQueueConfig.defaults());
+      QueueSpec orders = QueueSpec.durable("orders");
+      CountDownLatch handled = new CountDownLatch(3);
+
+      // Closed in reverse order: the subscriber finishes its handlers, then the housekeeper and the listener stop.
+      try (WakeupListener wakeups = WakeupListener.start(() -> DriverManager.getConnection(jdbcUrl));
+           Housekeeper housekeeper = Housekeeper.builder(queues).build().start();
+           Subscriber subscriber = Subscriber.builder(queues, orders, message -> {
+                 log.info("shipping {}", message.payload());
+                 handled.countDown();
+               })
+               .lease(Duration.ofSeconds(30))
+               .wakeups(wakeups)
+               .start()) {
+        for (int order = 1; order <= 3; order++) {
+          queues.publish(orders, "{\"orderId\": " + order + "}");
+        }
+        if (!handled.await(30, TimeUnit.SECONDS)) {
+          throw new IllegalStateException("the orders were not handled within 30 s");
+        }
+      }
+    }
+  }
+
+  /** Applies msgqueue's changelog from the msgqueue-migrations jar; a no-op once applied. */
+  private static void applySchema(HikariDataSource pool) throws Exception {
+    try (Connection connection = pool.getConnection()) {
+      Database database = DatabaseFactory.getInstance()
+          .findCorrectDatabaseImplementation(new JdbcConnection(connection));
+      Scope.child(Map.of(Scope.Attr.resourceAccessor.name(), new ClassLoaderResourceAccessor()),
+          () -> new CommandScope(UpdateCommandStep.COMMAND_NAME)
+              .addArgumentValue(DbUrlConnectionArgumentsCommandStep.DATABASE_ARG, database)
+              .addArgumentValue(UpdateCommandStep.CHANGELOG_FILE_ARG, "db/changelog/msgqueue/db.changelog-master.xml")
+              .execute());
+    }
+  }
+}
