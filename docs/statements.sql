@@ -3,25 +3,9 @@
 -- of every API path against PostgreSQL; do not edit. Regenerate:
 --   MSGQUEUE_REGENERATE_STATEMENTS=1 mvn -B -q -pl it-tests -am verify -Dit.test=StatementsDocIT -Dtest=NONE -Dsurefire.failIfNoSpecifiedTests=false
 
--- MaintenanceStatements.deleteEmptyQueues
---   Step 3, in the same transaction as step 1 but a later statement, hence a newer snapshot: deletes those of the
---   locked queues that no message references. A message committed after step 1's snapshot is visible here and keeps
---   its queue; one not yet committed cannot exist, because its publish needs the KEY SHARE lock step 1 excludes.
---   With no referencing row, the cascade ({@code ON DELETE SET NULL}) updates and locks no message row.
-delete from "MessageQueue"
-where (
-  "MessageQueue"."name" in ($1)
-  and not exists (
-    select 1 as "one"
-    from "MessageQueueItem"
-    where "MessageQueueItem"."queueId" = "MessageQueue"."name"
-  )
-)
-returning "MessageQueue"."name";
-
--- MaintenanceStatements.deleteExpiredMessages
+-- MaintenanceStatements.cleanUpExpiredMessages
 --   Deletes up to {@code limit} expired messages (orphans with a NULL queue included). Locks: FOR UPDATE SKIP LOCKED
---   on the message rows, so rows a consumer holds (a claim, ack or nack in flight) are skipped, never waited for; no
+--   on the message rows, so rows a consumer holds (a claim, ack or release in flight) are skipped, never waited for; no
 --   lock on any queue row (deleting a referencing row needs none).
 delete from "MessageQueueItem"
 where "MessageQueueItem"."id" in (
@@ -41,7 +25,7 @@ where "MessageQueueItem"."id" in (
   for update skip locked
 );
 
--- MaintenanceStatements.deleteExpiredMessagesOf
+-- MaintenanceStatements.cleanUpExpiredMessagesOf
 --   Step 2: deletes up to {@code limit} expired messages of the locked queues, FOR UPDATE SKIP LOCKED: a message row a
 --   consumer holds is skipped (its queue then stays referenced and is kept by step 3).
 --   @return how many it deleted
@@ -65,6 +49,22 @@ where "MessageQueueItem"."id" in (
   fetch next $2 rows only
   for update skip locked
 );
+
+-- MaintenanceStatements.deleteEmptyQueues
+--   Step 3, in the same transaction as step 1 but a later statement, hence a newer snapshot: deletes those of the
+--   locked queues that no message references. A message committed after step 1's snapshot is visible here and keeps
+--   its queue; one not yet committed cannot exist, because its publish needs the KEY SHARE lock step 1 excludes.
+--   With no referencing row, the cascade ({@code ON DELETE SET NULL}) updates and locks no message row.
+delete from "MessageQueue"
+where (
+  "MessageQueue"."name" in ($1)
+  and not exists (
+    select 1 as "one"
+    from "MessageQueueItem"
+    where "MessageQueueItem"."queueId" = "MessageQueue"."name"
+  )
+)
+returning "MessageQueue"."name";
 
 -- MaintenanceStatements.deleteOrphanedFailures
 --   Deletes up to {@code limit} failure rows whose item is gone (acked, expired and cleaned up, dead letter
@@ -134,7 +134,7 @@ select pg_try_advisory_xact_lock($1);
 
 -- QueueStatements.ack
 --   Deletes the items whose receipts still match: {@code id}, {@code status = 'ASSIGNED'} and {@code "readAfter"}
---   equal to the deadline the claim stored. An item re-claimed by another consumer (or nacked) carries another
+--   equal to the deadline the claim stored. An item re-claimed by another consumer (or released) carries another
 --   deadline and is left alone.
 --   <p>The receipts travel as two arrays joined with {@code unnest(ids, deadlines)}: two bind values whatever the
 --   batch size, planned as a nested loop over the primary key. A row-value list {@code ("id","readAfter") IN ((?,?),
@@ -571,81 +571,8 @@ order by "v"."ordinal"
 for key share of "MessageQueue"
 returning "MessageQueueItem"."id";
 
--- QueueStatements.nack
---   Releases a claimed item whose receipt still matches: PENDING again, claimable from now + {@code delay}.
---   @return 1 if released, 0 if the receipt no longer matches
-update "MessageQueueItem"
-set
-  "status" = cast($1 as "MessageQueueItemStatus"),
-  "readAfter" = date_trunc(
-    'milliseconds',
-    timezone(
-      'UTC',
-      cast(
-        current_timestamp
-        as timestamp with time zone
-      )
-    )
-  )
-where (
-  "MessageQueueItem"."id" = $2
-  and "MessageQueueItem"."readAfter" = cast($3 as timestamp(3))
-  and "MessageQueueItem"."status" = cast('ASSIGNED' as "MessageQueueItemStatus")
-);
-
--- QueueStatements.notifyWakeup
---   Sends {@code NOTIFY msgqueue_wakeup, '<queue>'} through {@code pg_notify}, a function call jOOQ can express (it
---   has no NOTIFY statement). Inside a transaction PostgreSQL delivers it on commit, and not at all on rollback. The
---   payload is only the queue name (at most {@value QueueSpec#MAX_NAME_BYTES} bytes, far below the 8000-byte limit).
-select pg_notify('msgqueue_wakeup', $1);
-
--- QueueStatements.queueExists
---   Whether the queue row exists; a plain read that takes no lock and waits for none.
-select exists (
-  select 1 as "one"
-  from "MessageQueue"
-  where "MessageQueue"."name" = $1
-);
-
--- QueueStatements.release
---   Hands claimed items whose receipts still match back to the queue, claimable at once: the batched form of
---   {@link #nack} with no delay, for messages a subscriber claimed but never started (it is closing, or their lease
---   would run out before they could start).
---   @return the ids released
-update "MessageQueueItem"
-set
-  "status" = cast('PENDING' as "MessageQueueItemStatus"),
-  "readAfter" = date_trunc(
-    'milliseconds',
-    timezone(
-      'UTC',
-      cast(
-        current_timestamp
-        as timestamp with time zone
-      )
-    )
-  )
-from (
-  select
-    "zipped"."id" as "id",
-    (timestamp '1970-01-01 00:00:00.0' + (cast(interval '0 years 0 mons 0 days 0 hours 0 mins 0.001 secs' as interval day to second) * "zipped"."millis")) as "deadline"
-  from unnest(cast(
-    $1
-    as bigint[]
-  ), cast(
-    $2
-    as bigint[]
-  )) as "zipped" ("id", "millis")
-) as "receipt"
-where (
-  "MessageQueueItem"."id" = "receipt"."id"
-  and "MessageQueueItem"."readAfter" = "receipt"."deadline"
-  and "MessageQueueItem"."status" = cast('ASSIGNED' as "MessageQueueItemStatus")
-)
-returning "MessageQueueItem"."id";
-
--- QueueStatements.touch
---   Like {@link #touchIfStale} whatever the row's age: a consumer's explicit keep-alive.
+-- QueueStatements.keepAlive
+--   Like {@link #keepAliveIfStale} whatever the row's age: a consumer's explicit keep-alive.
 update "MessageQueue"
 set
   "lastActive" = date_trunc(
@@ -665,7 +592,7 @@ where "MessageQueue"."name" in (
   for no key update skip locked
 );
 
--- QueueStatements.touchIfStale
+-- QueueStatements.keepAliveIfStale
 --   The keep-alive write: sets {@code "lastActive"} if it is older than {@code maxAge} (so several replicas write
 --   the row at most once per interval between them). It locks the row FOR NO KEY UPDATE SKIP LOCKED: if another
 --   keep-alive or the reaper holds the row, it writes nothing instead of waiting.
@@ -703,6 +630,75 @@ where "MessageQueue"."name" in (
   )
   for no key update skip locked
 );
+
+-- QueueStatements.notifyWakeup
+--   Sends {@code NOTIFY msgqueue_wakeup, '<queue>'} through {@code pg_notify}, a function call jOOQ can express (it
+--   has no NOTIFY statement). Inside a transaction PostgreSQL delivers it on commit, and not at all on rollback. The
+--   payload is only the queue name (at most {@value QueueSpec#MAX_NAME_BYTES} bytes, far below the 8000-byte limit).
+select pg_notify('msgqueue_wakeup', $1);
+
+-- QueueStatements.queueExists
+--   Whether the queue row exists; a plain read that takes no lock and waits for none.
+select exists (
+  select 1 as "one"
+  from "MessageQueue"
+  where "MessageQueue"."name" = $1
+);
+
+-- QueueStatements.release
+--   Hands claimed items whose receipts still match back to the queue, claimable at once: the batched form of
+--   {@link #release} with no delay, for messages a subscriber claimed but never started (it is closing, or their lease
+--   would run out before they could start).
+--   @return the ids released
+update "MessageQueueItem"
+set
+  "status" = cast($1 as "MessageQueueItemStatus"),
+  "readAfter" = date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  )
+where (
+  "MessageQueueItem"."id" = $2
+  and "MessageQueueItem"."readAfter" = cast($3 as timestamp(3))
+  and "MessageQueueItem"."status" = cast('ASSIGNED' as "MessageQueueItemStatus")
+);
+update "MessageQueueItem"
+set
+  "status" = cast('PENDING' as "MessageQueueItemStatus"),
+  "readAfter" = date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  )
+from (
+  select
+    "zipped"."id" as "id",
+    (timestamp '1970-01-01 00:00:00.0' + (cast(interval '0 years 0 mons 0 days 0 hours 0 mins 0.001 secs' as interval day to second) * "zipped"."millis")) as "deadline"
+  from unnest(cast(
+    $1
+    as bigint[]
+  ), cast(
+    $2
+    as bigint[]
+  )) as "zipped" ("id", "millis")
+) as "receipt"
+where (
+  "MessageQueueItem"."id" = "receipt"."id"
+  and "MessageQueueItem"."readAfter" = "receipt"."deadline"
+  and "MessageQueueItem"."status" = cast('ASSIGNED' as "MessageQueueItemStatus")
+)
+returning "MessageQueueItem"."id";
 
 -- QueueStatisticsQuery.of
 --   The statistics of {@code queue}, or an empty list if no such queue exists.

@@ -5,9 +5,9 @@ import java.util.Objects;
 import org.jooq.JSONB;
 
 /**
- * A message claimed by {@link MessageQueueRepository#claim}, carrying the receipt that {@link MessageQueueRepository#ack}
- * and {@link MessageQueueRepository#nack} must match: the item's id and the deadline the claim stored in its
- * {@code "readAfter"}. A receipt settles its claim once: after an ack or nack, do not use it again.
+ * A message claimed by {@link MsgQueueRepository#claim}, carrying the receipt that {@link MsgQueueRepository#ack}
+ * and {@link MsgQueueRepository#release} must match: the item's id and the deadline the claim stored in its
+ * {@code "readAfter"}. A receipt settles its claim once: after an ack or release, do not use it again.
  */
 public final class ClaimedMessage {
   private final long id;
@@ -56,7 +56,7 @@ public final class ClaimedMessage {
 
   /**
    * Whether the item was already ASSIGNED when this claim took it: an earlier claim's lease ran out without an ack or
-   * nack (its consumer crashed, hung, or lost the connection). Only lease mode re-claims ASSIGNED items.
+   * release (its consumer crashed, hung, or lost the connection). Only lease mode re-claims ASSIGNED items.
    */
   boolean redelivered() {
     return redelivered;

@@ -3,11 +3,11 @@ package dev.msgqueue;
 import java.time.Instant;
 
 /**
- * A message in a dead-letter queue, as {@link MessageQueueRepository#deadLetters} shows it.
+ * A message in a dead-letter queue, as {@link MsgQueueRepository#deadLetters} shows it.
  *
  * @param id the message id, the same it had in its original queue (a dead letter is moved, not copied)
  * @param payload the payload as JSON text
- * @param originalQueue the queue it was dead-lettered from, where {@link MessageQueueRepository#republishDeadLetter}
+ * @param originalQueue the queue it was dead-lettered from, where {@link MsgQueueRepository#republishDeadLetter}
  *     puts it back
  * @param deadLetterQueue the queue it is in now
  * @param deliveries how many deliveries it had, every one failed (a handler threw, or its lease ran out)
@@ -16,7 +16,7 @@ import java.time.Instant;
  * @param errorMessage the last error's message (at most {@value #MAX_ERROR_MESSAGE_CHARS} characters), or
  *     {@code null}
  * @param deadLetteredAt when it moved to the dead-letter queue
- * @param expiresAt when it expires, after which {@link MessageQueueRepository#deleteExpiredMessages()} removes it
+ * @param expiresAt when it expires, after which {@link MsgQueueRepository#cleanUpExpiredMessages()} removes it
  */
 public record DeadLetter(
     long id,
@@ -29,7 +29,7 @@ public record DeadLetter(
     Instant deadLetteredAt,
     Instant expiresAt) {
 
-  /** The error class recorded for a delivery whose lease ran out without an ack, nack or failure. */
+  /** The error class recorded for a delivery whose lease ran out without an ack, release or failure. */
   public static final String LEASE_EXPIRED = "msgqueue:lease-expired";
   /** The longest error message kept; longer ones are cut. */
   public static final int MAX_ERROR_MESSAGE_CHARS = 4_000;

@@ -1,6 +1,6 @@
 package dev.msgqueue;
 
-/** What {@link MessageQueueRepository#fail} did with a failed message. */
+/** What {@link MsgQueueRepository#fail} did with a failed message. */
 public enum FailureOutcome {
   /** Released: PENDING again and claimable once its backoff has passed. */
   RETRY_SCHEDULED,

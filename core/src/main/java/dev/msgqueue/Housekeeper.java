@@ -23,8 +23,8 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Runs the maintenance a service needs — {@link MessageQueueRepository#reapIdleQueues()} and
- * {@link MessageQueueRepository#deleteExpiredMessages()} — on an interval, on one daemon thread it owns.
+ * Runs the maintenance a service needs — {@link MsgQueueRepository#reapIdleQueues()} and
+ * {@link MsgQueueRepository#cleanUpExpiredMessages()} — on an interval, on one daemon thread it owns.
  *
  * <p><b>One replica per tick.</b> Each tick first takes a transaction-level advisory lock
  * ({@code pg_try_advisory_xact_lock(key)}) on a connection of its own, holds it while the jobs run (each job in its own
@@ -44,7 +44,7 @@ import org.slf4j.LoggerFactory;
  * queue twice, or fail a tick.
  *
  * <p><b>Statistics.</b> When {@link MicrometerMetrics} are bound to the repository, every tick (on every replica,
- * whether it did the work or skipped it) also reads {@link MessageQueueRepository#queueStatistics()} once and
+ * whether it did the work or skipped it) also reads {@link MsgQueueRepository#queueStatistics()} once and
  * refreshes the statistics gauges from it: a scrape never queries the database.
  *
  * <p><b>Failures</b> are logged, recorded as the {@link #lastRun()}, and the next tick runs as usual.
@@ -77,7 +77,7 @@ public final class Housekeeper implements AutoCloseable {
 
   private static final Logger log = LoggerFactory.getLogger(Housekeeper.class);
 
-  private final MessageQueueRepository repository;
+  private final MsgQueueRepository repository;
   private final Duration interval;
   private final Duration firstRunJitter;
   private final long advisoryLockKey;
@@ -103,7 +103,7 @@ public final class Housekeeper implements AutoCloseable {
   }
 
   /** A builder for a housekeeper of {@code repository}, which must take connections from a pool or data source. */
-  public static Builder builder(MessageQueueRepository repository) {
+  public static Builder builder(MsgQueueRepository repository) {
     return new Builder(repository);
   }
 
@@ -160,7 +160,7 @@ public final class Housekeeper implements AutoCloseable {
 
   /** Every replica refreshes its statistics gauges each tick, whichever replica did the work. */
   private void refreshStatistics() {
-    MessageQueueEvents events = repository.events();
+    MsgQueueEvents events = repository.events();
     if (!events.wantsStatistics()) {
       return;
     }
@@ -240,7 +240,7 @@ public final class Housekeeper implements AutoCloseable {
         if (MaintenanceStatements.tryAdvisoryLock(ctx.configuration().derive(connection).dsl(), advisoryLockKey)) {
           whileHoldingLock.run();
           List<String> reaped = repository.reapIdleQueues();
-          int deleted = repository.deleteExpiredMessages();
+          int deleted = repository.cleanUpExpiredMessages();
           work = new Work(reaped.size(), deleted);
         }
         // Ending the transaction releases the lock; the jobs committed on their own connections.
@@ -278,13 +278,13 @@ public final class Housekeeper implements AutoCloseable {
 
   /** Builds a {@link Housekeeper}; every value is checked when it is set. */
   public static final class Builder {
-    private final MessageQueueRepository repository;
+    private final MsgQueueRepository repository;
     private Duration interval = DEFAULT_INTERVAL;
     private Duration firstRunJitter;
     private long advisoryLockKey = DEFAULT_ADVISORY_LOCK_KEY;
     private Runnable whileHoldingLock = () -> { };
 
-    private Builder(MessageQueueRepository repository) {
+    private Builder(MsgQueueRepository repository) {
       if (repository == null) {
         throw new IllegalArgumentException("repository is null");
       }

@@ -40,7 +40,7 @@ final class IntervalThrottle {
     return now - dueAt >= 0 && due.compareAndSet(dueAt, now + intervalNanos);
   }
 
-  /** Starts a new interval for {@code key} now: the act was just done by another path (for a queue: bind, touch, heal). */
+  /** Starts a new interval for {@code key} now: the act was just done by another path (for a queue: bind, keep-alive, heal). */
   void restart(String key) {
     long next = System.nanoTime() + intervalNanos;
     AtomicLong due = nextDueNanos.get(key);

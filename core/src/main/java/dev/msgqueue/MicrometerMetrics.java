@@ -16,13 +16,13 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 
 /**
- * Micrometer meters for a {@link MessageQueueRepository}, its views, its {@link Subscriber}s and its
+ * Micrometer meters for a {@link MsgQueueRepository}, its views, its {@link Subscriber}s and its
  * {@link Housekeeper}s. Micrometer is an optional dependency of msgqueue: this is the only class that uses it, and it
  * is loaded only when a service calls {@link #bind}.
  *
  * <p>Meters (base units: seconds, messages), tagged {@code queue} unless noted:
  * <ul>
- *   <li>counters {@code msgqueue.messages.published}, {@code .claimed}, {@code .acked}, {@code .nacked},
+ *   <li>counters {@code msgqueue.messages.published}, {@code .claimed}, {@code .acked}, {@code .released},
  *       {@code .redelivered}, {@code .dead.lettered}; {@code msgqueue.queues.healed} (a reaped auto-deleted queue
  *       re-created by a publish); {@code msgqueue.handler.failures};
  *       {@code msgqueue.queues.reaped} and {@code msgqueue.messages.expired.deleted} (untagged);
@@ -30,7 +30,7 @@ import java.util.concurrent.TimeUnit;
  *       {@code msgqueue.handler};
  *   <li>gauges {@code msgqueue.queue.messages} (tag {@code state}: {@code ready}, {@code delayed},
  *       {@code in.flight}, {@code expired}) and {@code msgqueue.queue.oldest.ready.age} (seconds), refreshed by each
- *       {@link Housekeeper} tick from {@link MessageQueueRepository#queueStatistics()}, never by a scrape.
+ *       {@link Housekeeper} tick from {@link MsgQueueRepository#queueStatistics()}, never by a scrape.
  * </ul>
  *
  * <p><b>Bounded tags.</b> The first {@code maxQueueTags} queue names seen get their own {@code queue} tag; every
@@ -38,7 +38,7 @@ import java.util.concurrent.TimeUnit;
  * thousands of auto-deleted tenant queues cannot flood the registry.
  */
 public final class MicrometerMetrics implements AutoCloseable {
-  /** How many queues get their own tag when {@link #bind(MeterRegistry, MessageQueueRepository)} names no bound. */
+  /** How many queues get their own tag when {@link #bind(MeterRegistry, MsgQueueRepository)} names no bound. */
   public static final int DEFAULT_MAX_QUEUE_TAGS = 100;
   /** The most queues that may get their own tag. */
   public static final int MAX_QUEUE_TAGS = 10_000;
@@ -46,7 +46,7 @@ public final class MicrometerMetrics implements AutoCloseable {
   public static final String OTHER_QUEUES = "_other";
 
   private final MeterRegistry registry;
-  private final MessageQueueRepository repository;
+  private final MsgQueueRepository repository;
   private final int maxQueueTags;
   private final Map<String, String> queueTags = new ConcurrentHashMap<>();
   private final Map<String, QueueMeters> meters = new ConcurrentHashMap<>();
@@ -55,7 +55,7 @@ public final class MicrometerMetrics implements AutoCloseable {
   private final MultiGauge messagesByState;
   private final MultiGauge oldestReadyAge;
 
-  private MicrometerMetrics(MeterRegistry registry, MessageQueueRepository repository, int maxQueueTags) {
+  private MicrometerMetrics(MeterRegistry registry, MsgQueueRepository repository, int maxQueueTags) {
     this.registry = registry;
     this.repository = repository;
     this.maxQueueTags = maxQueueTags;
@@ -70,8 +70,8 @@ public final class MicrometerMetrics implements AutoCloseable {
         .register(registry);
   }
 
-  /** Binds with {@link #DEFAULT_MAX_QUEUE_TAGS}; see {@link #bind(MeterRegistry, MessageQueueRepository, int)}. */
-  public static MicrometerMetrics bind(MeterRegistry registry, MessageQueueRepository repository) {
+  /** Binds with {@link #DEFAULT_MAX_QUEUE_TAGS}; see {@link #bind(MeterRegistry, MsgQueueRepository, int)}. */
+  public static MicrometerMetrics bind(MeterRegistry registry, MsgQueueRepository repository) {
     return bind(registry, repository, DEFAULT_MAX_QUEUE_TAGS);
   }
 
@@ -82,7 +82,7 @@ public final class MicrometerMetrics implements AutoCloseable {
    * @param maxQueueTags how many queues get their own {@code queue} tag, in [1, {@value #MAX_QUEUE_TAGS}]
    * @throws IllegalArgumentException for a null argument or a bound out of range
    */
-  public static MicrometerMetrics bind(MeterRegistry registry, MessageQueueRepository repository, int maxQueueTags) {
+  public static MicrometerMetrics bind(MeterRegistry registry, MsgQueueRepository repository, int maxQueueTags) {
     Arguments.requireNonNull(registry, "registry");
     Arguments.requireNonNull(repository, "repository");
     if (maxQueueTags < 1 || maxQueueTags > MAX_QUEUE_TAGS) {
@@ -97,7 +97,7 @@ public final class MicrometerMetrics implements AutoCloseable {
   /** Stops recording (the repository reports to no one again); the meters stay in the registry. */
   @Override
   public void close() {
-    repository.reportTo(MessageQueueEvents.NONE);
+    repository.reportTo(MsgQueueEvents.NONE);
   }
 
   /** The {@code queue} tag value for {@code queue}: its name while fewer than the bound have one, else the rest's. */
@@ -147,7 +147,7 @@ public final class MicrometerMetrics implements AutoCloseable {
     final Counter healed;
     final Counter claimed;
     final Counter acked;
-    final Counter nacked;
+    final Counter released;
     final Counter redelivered;
     final Counter deadLettered;
     final Counter handlerFailures;
@@ -161,7 +161,7 @@ public final class MicrometerMetrics implements AutoCloseable {
       healed = counter(registry, "msgqueue.queues.healed", "queues", tags);
       claimed = counter(registry, "msgqueue.messages.claimed", "messages", tags);
       acked = counter(registry, "msgqueue.messages.acked", "messages", tags);
-      nacked = counter(registry, "msgqueue.messages.nacked", "messages", tags);
+      released = counter(registry, "msgqueue.messages.released", "messages", tags);
       redelivered = counter(registry, "msgqueue.messages.redelivered", "messages", tags);
       deadLettered = counter(registry, "msgqueue.messages.dead.lettered", "messages", tags);
       handlerFailures = counter(registry, "msgqueue.handler.failures", "messages", tags);
@@ -177,7 +177,7 @@ public final class MicrometerMetrics implements AutoCloseable {
   }
 
   /** The repository's event sink: one meter update per event, never throwing. */
-  private final class Sink implements MessageQueueEvents {
+  private final class Sink implements MsgQueueEvents {
     @Override
     public void published(String queue, int messages, long nanos) {
       QueueMeters m = metersOf(queue);
@@ -207,8 +207,8 @@ public final class MicrometerMetrics implements AutoCloseable {
     }
 
     @Override
-    public void nacked(String queue) {
-      metersOf(queue).nacked.increment();
+    public void released(String queue) {
+      metersOf(queue).released.increment();
     }
 
     @Override

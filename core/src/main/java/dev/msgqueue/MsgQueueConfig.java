@@ -4,7 +4,7 @@ import dev.msgqueue.internal.support.Arguments;
 import java.time.Duration;
 
 /**
- * Tuning of a {@link MessageQueueRepository}. Build with {@link #builder()}: each value is checked against its bounds
+ * Tuning of a {@link MsgQueueRepository}. Build with {@link #builder()}: each value is checked against its bounds
  * when set, and against the others by {@link Builder#build()}. Every duration has an upper bound (a constant of this
  * class), so that no setting can overflow the arithmetic or the SQL timestamps it feeds.
  *
@@ -16,7 +16,7 @@ import java.time.Duration;
  *     the reaper may delete it (and then only if it holds no unexpired message). Positive, at most
  *     {@link #MAX_REAP_IDLE_THRESHOLD}.
  * @param reapBatchSize how many queues the reaper deletes per transaction
- * @param cleanupBatchSize how many expired messages {@link MessageQueueRepository#deleteExpiredMessages()} deletes per
+ * @param cleanupBatchSize how many expired messages {@link MsgQueueRepository#cleanUpExpiredMessages()} deletes per
  *     transaction
  * @param defaultMessageTtl a message's time to live when {@link PublishOptions} name none. Positive, at most
  *     {@link #MAX_MESSAGE_LIFETIME}.
@@ -54,7 +54,7 @@ public record MsgQueueConfig(
 
   /** The largest payload this library accepts at all: PostgreSQL's jsonb limit is far above, but memory is not. */
   public static final int PAYLOAD_BYTES_CEILING = 64 * 1024 * 1024;
-  /** The longest TTL, delay, nack delay or lease a message may have. */
+  /** The longest TTL, delay, release delay or lease a message may have. */
   public static final Duration MAX_MESSAGE_LIFETIME = Duration.ofDays(365);
   /** The longest {@link #reapIdleThreshold()}. */
   public static final Duration MAX_REAP_IDLE_THRESHOLD = Duration.ofDays(365);

@@ -17,7 +17,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The publish algorithm behind {@link MessageQueueRepository#publish} and {@link MessageQueueRepository#publishBatch}:
+ * The publish algorithm behind {@link MsgQueueRepository#publish} and {@link MsgQueueRepository#publishBatch}:
  * the keep-alive (at most one write of the queue's {@code "lastActive"} per interval), the insert chosen by the
  * connection's autocommit mode, the heal of a reaped auto-deleted queue, and the wake-up.
  *
@@ -30,7 +30,7 @@ import org.slf4j.LoggerFactory;
  * would wait for it. So two writes go to the repository's own context instead, each as a short autocommit
  * statement on a connection of its own:
  * <ul>
- *   <li>the keep-alive ({@link QueueStatements#touchIfStale}), which would otherwise hold the queue row FOR NO KEY
+ *   <li>the keep-alive ({@link QueueStatements#keepAliveIfStale}), which would otherwise hold the queue row FOR NO KEY
  *       UPDATE until the caller commits;</li>
  *   <li>the re-creation of a reaped auto-deleted queue ({@link QueueStatements#createOrTouch}), whose uncommitted
  *       row would otherwise make every other publisher to that queue wait until the caller commits. A committed empty
@@ -52,7 +52,7 @@ final class Publisher {
 
   private final DSLContext own;
   /** The repository's event sink (metrics), shared with it and its views. */
-  private final AtomicReference<MessageQueueEvents> events;
+  private final AtomicReference<MsgQueueEvents> events;
   private final MsgQueueConfig config;
   private final IntervalThrottle keepAlive;
   private final Wakeups wakeups;
@@ -62,7 +62,7 @@ final class Publisher {
    *     re-creates a reaped queue, each in autocommit
    */
   Publisher(DSLContext own, MsgQueueConfig config, IntervalThrottle keepAlive, Wakeups wakeups,
-      AtomicReference<MessageQueueEvents> events) {
+      AtomicReference<MsgQueueEvents> events) {
     this.own = own;
     this.events = events;
     this.config = config;
@@ -89,7 +89,7 @@ final class Publisher {
         spec, payloads, delay, ttl));
   }
 
-  /** Records that the queue's {@code "lastActive"} was just written by another path (bind, touch). */
+  /** Records that the queue's {@code "lastActive"} was just written by another path (bind, keep-alive). */
   void keptAlive(String queue) {
     keepAlive.restart(queue);
   }
@@ -223,8 +223,8 @@ final class Publisher {
   private void writeKeepAlive(DSLContext on, boolean autoCommit, String queue) {
     Duration interval = config.keepAliveInterval();
     try {
-      if (autoCommit || !onOwnConnection(own -> QueueStatements.touchIfStale(own, queue, interval))) {
-        QueueStatements.touchIfStale(on, queue, interval);
+      if (autoCommit || !onOwnConnection(own -> QueueStatements.keepAliveIfStale(own, queue, interval))) {
+        QueueStatements.keepAliveIfStale(on, queue, interval);
       }
     } catch (RuntimeException e) {
       keepAlive.forget(queue);

@@ -57,7 +57,7 @@ import org.jooq.impl.SQLDataType;
  *   <li>{@link #insertItems} (autocommit) and {@link #insertItemsIfQueueExists} (in a caller's transaction): FOR KEY
  *       SHARE on the queue row, the lock the foreign-key check takes. KEY SHARE conflicts only with FOR UPDATE (a
  *       delete), so publishers never block each other, nor the keep-alive write.
- *   <li>{@link #touchIfStale}: FOR NO KEY UPDATE on the queue row, SKIP LOCKED: compatible with publishers' KEY
+ *   <li>{@link #keepAliveIfStale}: FOR NO KEY UPDATE on the queue row, SKIP LOCKED: compatible with publishers' KEY
  *       SHARE, and it never waits for another keep-alive writer or for the reaper.
  *   <li>{@link #healAndInsertItems}, {@link #createOrTouch} and {@link #bind}: an upsert, NO KEY UPDATE on an existing
  *       row.
@@ -65,7 +65,7 @@ import org.jooq.impl.SQLDataType;
  *   <li>{@link #claim}: FOR UPDATE SKIP LOCKED on the claimed item rows only, so competing consumers never wait for
  *       each other nor get the same item. It does not change {@code "queueId"}, so the foreign key takes no lock on
  *       the queue row: consumers never touch {@code "MessageQueue"}.
- *   <li>{@link #ack} and {@link #nack}: a DELETE / UPDATE of the item rows named by their receipts (FOR UPDATE / FOR
+ *   <li>{@link #ack} and {@link #release}: a DELETE / UPDATE of the item rows named by their receipts (FOR UPDATE / FOR
  *       NO KEY UPDATE on those rows); they wait only for a concurrent claim of the same row, then re-check the receipt
  *       against the row as that claim left it. No lock on the queue row.
  *   <li>{@link #notifyWakeup}: no row lock; PostgreSQL takes a database-wide lock on its notification queue while the
@@ -207,16 +207,16 @@ final class QueueStatements {
    *
    * @return 1 if it wrote the row, else 0
    */
-  static int touchIfStale(DSLContext ctx, String queue, Duration maxAge) {
-    return touch(ctx, queue, row -> row.LAST_ACTIVE.isNull().or(row.LAST_ACTIVE.lt(utcNowMinus(maxAge))));
+  static int keepAliveIfStale(DSLContext ctx, String queue, Duration maxAge) {
+    return keepAlive(ctx, queue, row -> row.LAST_ACTIVE.isNull().or(row.LAST_ACTIVE.lt(utcNowMinus(maxAge))));
   }
 
-  /** Like {@link #touchIfStale} whatever the row's age: a consumer's explicit keep-alive. */
-  static int touch(DSLContext ctx, String queue) {
-    return touch(ctx, queue, row -> noCondition());
+  /** Like {@link #keepAliveIfStale} whatever the row's age: a consumer's explicit keep-alive. */
+  static int keepAlive(DSLContext ctx, String queue) {
+    return keepAlive(ctx, queue, row -> noCondition());
   }
 
-  private static int touch(DSLContext ctx, String queue, Function<MessageQueue, Condition> due) {
+  private static int keepAlive(DSLContext ctx, String queue, Function<MessageQueue, Condition> due) {
     MessageQueue locked = Q.as("locked");
     return ctx.update(Q)
         .set(Q.LAST_ACTIVE, utcNow())
@@ -319,7 +319,7 @@ final class QueueStatements {
 
   /**
    * Deletes the items whose receipts still match: {@code id}, {@code status = 'ASSIGNED'} and {@code "readAfter"}
-   * equal to the deadline the claim stored. An item re-claimed by another consumer (or nacked) carries another
+   * equal to the deadline the claim stored. An item re-claimed by another consumer (or released) carries another
    * deadline and is left alone.
    *
    * <p>The receipts travel as two arrays joined with {@code unnest(ids, deadlines)}: two bind values whatever the
@@ -346,7 +346,7 @@ final class QueueStatements {
 
   /**
    * Hands claimed items whose receipts still match back to the queue, claimable at once: the batched form of
-   * {@link #nack} with no delay, for messages a subscriber claimed but never started (it is closing, or their lease
+   * {@link #release} with no delay, for messages a subscriber claimed but never started (it is closing, or their lease
    * would run out before they could start).
    *
    * @return the ids released
@@ -409,7 +409,7 @@ final class QueueStatements {
    *
    * @return 1 if released, 0 if the receipt no longer matches
    */
-  static int nack(DSLContext ctx, ClaimedMessage message, Duration delay) {
+  static int release(DSLContext ctx, ClaimedMessage message, Duration delay) {
     return ctx.update(I)
         .set(I.STATUS, MessageQueueItemStatus.PENDING)
         .set(I.READ_AFTER, utcNowPlus(delay))

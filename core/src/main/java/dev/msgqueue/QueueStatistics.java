@@ -9,7 +9,7 @@ import java.time.Duration;
  * @param queue the queue's name
  * @param ready unexpired and readable now ({@code "readAfter"} reached): a claim would take it. A message whose lease
  *     ran out is ready again.
- * @param delayed unexpired, PENDING, and not readable yet (published with a delay, or nacked with one)
+ * @param delayed unexpired, PENDING, and not readable yet (published with a delay, or released with one)
  * @param inFlight unexpired, ASSIGNED to a consumer whose claim still holds (its lease, or for a claim without a
  *     lease until it expires)
  * @param expired past {@code "expiresAt"}, waiting for the cleanup to delete it

@@ -1,6 +1,6 @@
 package dev.msgqueue;
 
-/** What {@link MessageQueueRepository#republishDeadLetter} did with a message id. */
+/** What {@link MsgQueueRepository#republishDeadLetter} did with a message id. */
 public enum RepublishOutcome {
   /** Moved back to its original queue: PENDING, claimable now, with a fresh set of deliveries and the default TTL. */
   REPUBLISHED,

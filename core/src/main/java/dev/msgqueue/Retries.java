@@ -13,7 +13,7 @@ import org.jooq.DSLContext;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-/** The decisions behind {@link MessageQueueRepository#fail} and the redelivery count; the SQL is in {@link RetryStatements}. */
+/** The decisions behind {@link MsgQueueRepository#fail} and the redelivery count; the SQL is in {@link RetryStatements}. */
 final class Retries {
   /** The longest error class name kept (Java's are far shorter; this only bounds what a row can hold). */
   static final int MAX_ERROR_CLASS_CHARS = 1_000;
@@ -22,7 +22,7 @@ final class Retries {
 
   private Retries() { }
 
-  /** See {@link MessageQueueRepository#fail}; arguments already validated. */
+  /** See {@link MsgQueueRepository#fail}; arguments already validated. */
   static FailureOutcome fail(DSLContext ctx, ClaimedMessage message, Throwable error, RetryPolicy policy) {
     Optional<Integer> earlier = RetryStatements.failedDeliveries(ctx, message);
     if (earlier.isEmpty()) {
@@ -47,7 +47,7 @@ final class Retries {
   }
 
   /**
-   * See {@link MessageQueueRepository#countRedeliveries}: counts each redelivered message's expired lease as a failed
+   * See {@link MsgQueueRepository#countRedeliveries}: counts each redelivered message's expired lease as a failed
    * delivery and dead-letters those that have had {@code maxDeliveries} deliveries already.
    *
    * @return the messages to handle, in the order given
@@ -92,8 +92,8 @@ final class Retries {
   /** Validates a batch of claimed messages before any SQL. */
   static void requireMessages(Collection<ClaimedMessage> messages) {
     Arguments.requireNoNulls(messages, "messages");
-    if (messages.size() > MessageQueueRepository.MAX_BATCH_SIZE) {
-      throw new IllegalArgumentException("a batch holds at most " + MessageQueueRepository.MAX_BATCH_SIZE
+    if (messages.size() > MsgQueueRepository.MAX_BATCH_SIZE) {
+      throw new IllegalArgumentException("a batch holds at most " + MsgQueueRepository.MAX_BATCH_SIZE
           + " messages, was " + messages.size());
     }
   }

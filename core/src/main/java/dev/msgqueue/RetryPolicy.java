@@ -5,7 +5,7 @@ import java.time.Duration;
 import java.util.function.DoubleSupplier;
 
 /**
- * What {@link MessageQueueRepository#fail} does with a message whose handler failed (lease mode): retry it after an
+ * What {@link MsgQueueRepository#fail} does with a message whose handler failed (lease mode): retry it after an
  * exponential backoff with jitter, or, once it has been delivered {@code maxDeliveries} times, move it to the
  * dead-letter queue. Build with {@link #builder(String)}; every value is validated on construction.
  *
@@ -23,7 +23,7 @@ import java.util.function.DoubleSupplier;
  * @param deadLetterQueue the durable queue dead letters move to: a valid queue name. msgqueue creates it (durable,
  *     never reaped) with the first dead letter if it does not exist, and makes an existing auto-deleted queue of that
  *     name durable.
- * @param deadLetterTtl how long a dead letter is kept before {@link MessageQueueRepository#deleteExpiredMessages()}
+ * @param deadLetterTtl how long a dead letter is kept before {@link MsgQueueRepository#cleanUpExpiredMessages()}
  *     removes it: positive, at most {@link MsgQueueConfig#MAX_MESSAGE_LIFETIME}
  */
 public record RetryPolicy(

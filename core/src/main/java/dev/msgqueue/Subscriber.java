@@ -54,9 +54,9 @@ import org.slf4j.LoggerFactory;
  *       is handed back to the queue unstarted, so waiting in the buffer never causes a second delivery.</li>
  *   <li><b>What a crash can lose (default mode).</b> At most {@code concurrency + prefetch} messages: those running
  *       and those claimed but not started. They stay ASSIGNED until they expire. Lease mode loses nothing.</li>
- *   <li><b>Queue.</b> {@link Builder#start()} binds the queue; while running it touches the queue every
+ *   <li><b>Queue.</b> {@link Builder#start()} binds the queue; while running it keeps the queue alive every
  *       {@link MsgQueueConfig#keepAliveInterval()} from its own housekeeping thread, never the claiming thread, so an
- *       auto-deleted queue with a live subscriber is never reaped. If the touch finds the queue row busy (another
+ *       auto-deleted queue with a live subscriber is never reaped. If the keep-alive finds the queue row busy (another
  *       transaction is writing it), the queue exists and nothing more is done; only a missing queue is re-created,
  *       with a bounded lock wait. Claims and acks never lock the queue row.</li>
  *   <li><b>Wake-ups.</b> With a {@link WakeupListener}, a publish wakes the subscriber at once; it also claims once
@@ -97,7 +97,7 @@ public final class Subscriber implements AutoCloseable {
   private static final long FIRST_ACK_RETRY_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
   private static final long MAX_ACK_RETRY_NANOS = TimeUnit.SECONDS.toNanos(1);
 
-  private final MessageQueueRepository repository;
+  private final MsgQueueRepository repository;
   private final QueueSpec queue;
   private final MessageHandler handler;
   private final int batchSize;
@@ -178,7 +178,7 @@ public final class Subscriber implements AutoCloseable {
    * A builder for a subscriber of {@code queue} on {@code repository} (whose configuration gives the keep-alive
    * interval and the wake-up window).
    */
-  public static Builder builder(MessageQueueRepository repository, QueueSpec queue, MessageHandler handler) {
+  public static Builder builder(MsgQueueRepository repository, QueueSpec queue, MessageHandler handler) {
     return new Builder(repository, queue, handler);
   }
 
@@ -784,7 +784,7 @@ public final class Subscriber implements AutoCloseable {
 
   private void keepAlive() {
     try {
-      if (repository.touch(queue.name()) || repository.queueExists(queue.name())) {
+      if (repository.keepAlive(queue.name()) || repository.queueExists(queue.name())) {
         return; // written, or its row is busy: another transaction is writing it, so it exists
       }
       repository.bindQueueWithin(queue, BIND_LOCK_WAIT.compareTo(repository.config().lockTimeout()) < 0
@@ -919,7 +919,7 @@ public final class Subscriber implements AutoCloseable {
 
   /** Configures a {@link Subscriber}; every value is checked by {@link #start()}. */
   public static final class Builder {
-    private final MessageQueueRepository repository;
+    private final MsgQueueRepository repository;
     private final QueueSpec queue;
     private final MessageHandler handler;
     private int concurrency = DEFAULT_CONCURRENCY;
@@ -933,7 +933,7 @@ public final class Subscriber implements AutoCloseable {
     private WakeupListener wakeups;
     private Duration closeTimeout = Duration.ofSeconds(30);
 
-    private Builder(MessageQueueRepository repository, QueueSpec queue, MessageHandler handler) {
+    private Builder(MsgQueueRepository repository, QueueSpec queue, MessageHandler handler) {
       this.repository = Arguments.requireNonNull(repository, "repository");
       this.queue = Arguments.requireNonNull(queue, "queue");
       this.handler = Arguments.requireNonNull(handler, "handler");
@@ -981,7 +981,7 @@ public final class Subscriber implements AutoCloseable {
      * off (at-most-once).
      */
     public Builder lease(Duration value) {
-      this.lease = MessageQueueRepository.requireValidLease(value);
+      this.lease = MsgQueueRepository.requireValidLease(value);
       return this;
     }
 
@@ -989,7 +989,7 @@ public final class Subscriber implements AutoCloseable {
      * Lease mode: what happens to a message whose handler throws. With a policy, the message is retried after the
      * policy's exponential backoff with jitter, and moved to its dead-letter queue after {@code maxDeliveries}
      * deliveries (a delivery whose lease ran out, as in a crash, counts too); see
-     * {@link MessageQueueRepository#fail}. Without one (the default) it is redelivered when its lease runs out,
+     * {@link MsgQueueRepository#fail}. Without one (the default) it is redelivered when its lease runs out,
      * without limit until it expires. Requires {@link #lease}.
      */
     public Builder retryPolicy(RetryPolicy value) {
@@ -1048,7 +1048,7 @@ public final class Subscriber implements AutoCloseable {
       requireRange("prefetch", effectivePrefetch(), 0, MAX_PREFETCH);
       Arguments.requireWithin(pollInterval, "pollInterval", MIN_POLL_INTERVAL, MAX_POLL_INTERVAL);
       if (lease != null) {
-        MessageQueueRepository.requireValidLease(lease);
+        MsgQueueRepository.requireValidLease(lease);
       }
       if (retryPolicy != null && lease == null) {
         throw new IllegalArgumentException("retryPolicy needs lease mode: set a lease too");

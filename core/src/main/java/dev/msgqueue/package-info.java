@@ -1,5 +1,5 @@
 /**
- * msgqueue: a PostgreSQL message queue. Start with {@link dev.msgqueue.MessageQueueRepository} (publish, claim,
+ * msgqueue: a PostgreSQL message queue. Start with {@link dev.msgqueue.MsgQueueRepository} (publish, claim,
  * housekeeping) and {@link dev.msgqueue.Subscriber} (a consuming loop).
  *
  * <p>Bad input, a null argument included, fails with {@link java.lang.IllegalArgumentException} naming the problem,

@@ -68,7 +68,7 @@ class ConfigurationBoundsTest {
         .lockTimeout(MsgQueueConfig.MAX_STATEMENT_TIMEOUT)
         .wakeupWindow(MsgQueueConfig.MAX_WAKEUP_WINDOW)
         .build();
-    assertThatCode(() -> MessageQueueRepository.create(DSL.using(SQLDialect.POSTGRES), config))
+    assertThatCode(() -> MsgQueueRepository.create(DSL.using(SQLDialect.POSTGRES), config))
         .doesNotThrowAnyException();
     assertThatCode(() -> PublishOptions.defaults().withTtl(MsgQueueConfig.MAX_MESSAGE_LIFETIME)
         .withDelay(MsgQueueConfig.MAX_MESSAGE_LIFETIME.minusMillis(1))).doesNotThrowAnyException();
@@ -116,8 +116,8 @@ class ConfigurationBoundsTest {
     }
   }
 
-  private static MessageQueueRepository repository(DSLContext ctx) {
-    return MessageQueueRepository.create(ctx, MsgQueueConfig.defaults());
+  private static MsgQueueRepository repository(DSLContext ctx) {
+    return MsgQueueRepository.create(ctx, MsgQueueConfig.defaults());
   }
 
   private interface Script {

@@ -9,8 +9,8 @@ import org.postgresql.ds.PGSimpleDataSource;
 
 /** The housekeeper's settings are checked when set, with the documented bounds; nothing here touches a database. */
 class HousekeeperBuilderTest {
-  private final MessageQueueRepository repository =
-      MessageQueueRepository.create(new PGSimpleDataSource(), MsgQueueConfig.defaults());
+  private final MsgQueueRepository repository =
+      MsgQueueRepository.create(new PGSimpleDataSource(), MsgQueueConfig.defaults());
 
   @Test
   void theIntervalIsBetweenOneSecondAndOneDay() {

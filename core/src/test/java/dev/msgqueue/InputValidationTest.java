@@ -21,7 +21,7 @@ import org.junit.jupiter.params.provider.ValueSource;
  * context with no connection at all: had any statement been attempted, jOOQ would have thrown its own exception.
  */
 class InputValidationTest {
-  private final MessageQueueRepository repository = MessageQueueRepository.create(
+  private final MsgQueueRepository repository = MsgQueueRepository.create(
       DSL.using(SQLDialect.POSTGRES), MsgQueueConfig.builder().maxPayloadBytes(1024).build());
   private final QueueSpec queue = QueueSpec.autoDeleted("q");
 
@@ -43,7 +43,7 @@ class InputValidationTest {
     // 128 two-byte characters: 256 bytes although only 128 chars.
     assertThatThrownBy(() -> QueueSpec.durable("é".repeat(128))).isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> QueueSpec.durable("lone\ud800surrogate")).isInstanceOf(IllegalArgumentException.class);
-    assertThatThrownBy(() -> repository.touch("bad\u0000")).isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> repository.keepAlive("bad\u0000")).isInstanceOf(IllegalArgumentException.class);
   }
 
   @ParameterizedTest
@@ -87,13 +87,13 @@ class InputValidationTest {
     assertThatThrownBy(() -> repository.publish(queue, "\"" + "x".repeat(1100) + "\""))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("maximum is 1024");
     String deep = "[".repeat(Payloads.MAX_NESTING_DEPTH + 1) + "]".repeat(Payloads.MAX_NESTING_DEPTH + 1);
-    MessageQueueRepository roomy = MessageQueueRepository.create(DSL.using(SQLDialect.POSTGRES),
+    MsgQueueRepository roomy = MsgQueueRepository.create(DSL.using(SQLDialect.POSTGRES),
         MsgQueueConfig.builder().maxPayloadBytes(1 << 20).build());
     assertThatThrownBy(() -> roomy.publish(queue, deep)).isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("nesting");
   }
 
-  private final MessageQueueRepository roomy = MessageQueueRepository.create(DSL.using(SQLDialect.POSTGRES),
+  private final MsgQueueRepository roomy = MsgQueueRepository.create(DSL.using(SQLDialect.POSTGRES),
       MsgQueueConfig.builder().maxPayloadBytes(4 << 20).build());
 
   @Test
@@ -159,7 +159,7 @@ class InputValidationTest {
     assertThatThrownBy(() -> repository.publishBatch(queue, List.of("{}", "{", "{}")))
         .isInstanceOf(IllegalArgumentException.class).hasMessageStartingWith("payload 1:");
     List<String> tooMany = new ArrayList<>();
-    for (int i = 0; i <= MessageQueueRepository.MAX_BATCH_SIZE; i++) {
+    for (int i = 0; i <= MsgQueueRepository.MAX_BATCH_SIZE; i++) {
       tooMany.add("1");
     }
     assertThatThrownBy(() -> repository.publishBatch(queue, tooMany)).isInstanceOf(IllegalArgumentException.class)
@@ -196,7 +196,7 @@ class InputValidationTest {
         .isInstanceOf(IllegalArgumentException.class);
     assertThatCode(() -> MsgQueueConfig.builder().keepAliveInterval(Duration.ofMinutes(15)).build())
         .doesNotThrowAnyException();
-    assertThatThrownBy(() -> MessageQueueRepository.create(DSL.using(SQLDialect.MYSQL), MsgQueueConfig.defaults()))
+    assertThatThrownBy(() -> MsgQueueRepository.create(DSL.using(SQLDialect.MYSQL), MsgQueueConfig.defaults()))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("POSTGRES");
   }
 

@@ -57,9 +57,9 @@ class NullArgumentsTest {
 
   private final DSLContext mock = DSL.using(new MockConnection(ctx -> new MockResult[] {
       new MockResult(1, DSL.using(SQLDialect.POSTGRES).newResult())}), SQLDialect.POSTGRES);
-  private final MessageQueueRepository repository = MessageQueueRepository.create(mock, MsgQueueConfig.defaults());
-  private final MessageQueueRepository pooled =
-      MessageQueueRepository.create(new PGSimpleDataSource(), MsgQueueConfig.defaults());
+  private final MsgQueueRepository repository = MsgQueueRepository.create(mock, MsgQueueConfig.defaults());
+  private final MsgQueueRepository pooled =
+      MsgQueueRepository.create(new PGSimpleDataSource(), MsgQueueConfig.defaults());
   private final ClaimedMessage claimed = new ClaimedMessage(1, "q", JSONB.valueOf("{}"), LocalDateTime.now());
   private final Subscriber subscriber =
       Subscriber.builder(repository, QueueSpec.durable("q"), m -> { }).pollInterval(Duration.ofHours(1)).start();
@@ -76,7 +76,7 @@ class NullArgumentsTest {
   @Test
   void everyPublicEntryPointRejectsNullWithIllegalArgumentException() throws Exception {
     Map<Class<?>, Object> instances = new HashMap<>();
-    instances.put(MessageQueueRepository.class, repository);
+    instances.put(MsgQueueRepository.class, repository);
     instances.put(TransactionalQueue.class, repository.inTransaction(mock));
     instances.put(QueueSpec.class, QueueSpec.durable("q"));
     instances.put(PublishOptions.class, PublishOptions.defaults());
@@ -115,11 +115,11 @@ class NullArgumentsTest {
     }
     assertThat(wrong).isEmpty();
     // The reflection did find the entry points the rule is about.
-    assertThat(checked).contains("PublishOptions.withTtl#0", "QueueSpec.exclusive#1", "MessageQueueRepository.ack#0",
-        "MessageQueueRepository.nack#1", "TransactionalQueue.publish#1", "Subscriber.close#0", "Builder.lease#0",
-        "WakeupListener.start#0", "MessageQueueRepository.create#0", "MsgQueueConfig.<init>#0",
-        "Housekeeper.builder#0", "MessageQueueRepository.queueStatistics#0",
-        "MessageQueueRepository.fail#1", "TransactionalQueue.extendLeases#0", "RetryPolicy.<init>#5",
+    assertThat(checked).contains("PublishOptions.withTtl#0", "QueueSpec.exclusive#1", "MsgQueueRepository.ack#0",
+        "MsgQueueRepository.release#1", "TransactionalQueue.publish#1", "Subscriber.close#0", "Builder.lease#0",
+        "WakeupListener.start#0", "MsgQueueRepository.create#0", "MsgQueueConfig.<init>#0",
+        "Housekeeper.builder#0", "MsgQueueRepository.queueStatistics#0",
+        "MsgQueueRepository.fail#1", "TransactionalQueue.extendLeases#0", "RetryPolicy.<init>#5",
         "Builder.deadLetterTtl#0");
     assertThat(checked).hasSizeGreaterThan(60);
   }
@@ -134,7 +134,7 @@ class NullArgumentsTest {
 
   /** Every public class and public nested class of the package, found in the compiled classes. */
   private static List<Class<?>> publicApi() throws Exception {
-    Path classes = Path.of(MessageQueueRepository.class.getProtectionDomain().getCodeSource().getLocation().toURI())
+    Path classes = Path.of(MsgQueueRepository.class.getProtectionDomain().getCodeSource().getLocation().toURI())
         .resolve("dev/msgqueue");
     List<Class<?>> api = new ArrayList<>();
     try (Stream<Path> files = Files.list(classes)) {
@@ -149,7 +149,7 @@ class NullArgumentsTest {
         }
       }
     }
-    assertThat(api).contains(MessageQueueRepository.class, Subscriber.Builder.class, MsgQueueConfig.Builder.class);
+    assertThat(api).contains(MsgQueueRepository.class, Subscriber.Builder.class, MsgQueueConfig.Builder.class);
     return api;
   }
 
@@ -215,7 +215,7 @@ class NullArgumentsTest {
       return new PGSimpleDataSource();
     } else if (type == MsgQueueConfig.class) {
       return MsgQueueConfig.defaults();
-    } else if (type == MessageQueueRepository.class) {
+    } else if (type == MsgQueueRepository.class) {
       // A pool-backed repository (never connected to here) suits every entry point, the housekeeper's included.
       return pooled;
     } else if (type == MessageHandler.class) {

@@ -17,7 +17,7 @@ import org.junit.jupiter.api.Test;
 class OptionalMicrometerTest {
   @Test
   void onlyMicrometerMetricsRefersToMicrometer() throws Exception {
-    Path classes = Path.of(MessageQueueRepository.class.getProtectionDomain().getCodeSource().getLocation().toURI());
+    Path classes = Path.of(MsgQueueRepository.class.getProtectionDomain().getCodeSource().getLocation().toURI());
     List<String> referring;
     try (Stream<Path> files = Files.walk(classes)) {
       referring = files.filter(file -> file.toString().endsWith(".class"))

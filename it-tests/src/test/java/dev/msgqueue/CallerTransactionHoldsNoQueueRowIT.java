@@ -24,12 +24,12 @@ import org.junit.jupiter.api.extension.ExtendWith;
 class CallerTransactionHoldsNoQueueRowIT {
   private final TestDatabase db;
   private final QueueRows rows;
-  private final MessageQueueRepository repository;
+  private final MsgQueueRepository repository;
 
   CallerTransactionHoldsNoQueueRowIT(TestDatabase db) {
     this.db = db;
     this.rows = new QueueRows(db.dsl());
-    this.repository = MessageQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
+    this.repository = MsgQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
   }
 
   private void bindAndReap(QueueSpec spec) {
@@ -43,7 +43,7 @@ class CallerTransactionHoldsNoQueueRowIT {
     QueueSpec spec = QueueSpec.autoDeleted("healed-in-tx");
     bindAndReap(spec);
     // Another replica, whose sessions fail on any lock wait longer than 500 ms instead of waiting.
-    MessageQueueRepository otherReplica = MessageQueueRepository.create(
+    MsgQueueRepository otherReplica = MsgQueueRepository.create(
         db.dataSourceWithOptions("-c lock_timeout=500"), MsgQueueConfig.defaults());
 
     try (Session caller = Session.open(db)) {
@@ -83,7 +83,7 @@ class CallerTransactionHoldsNoQueueRowIT {
     repository.bindQueue(spec);
     rows.makeIdle("kept-alive-in-tx", Duration.ofMinutes(30));
     // A fresh replica: the keep-alive is due on its first publish.
-    MessageQueueRepository replica = MessageQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
+    MsgQueueRepository replica = MsgQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
 
     try (Session caller = Session.open(db); Session probe = Session.open(db)) {
       long id = replica.inTransaction(caller.dsl()).publish(spec, "{}");
@@ -107,7 +107,7 @@ class CallerTransactionHoldsNoQueueRowIT {
 
     try (Session caller = Session.open(db)) {
       // As over a data source that hands out the transaction's own connection: no connection outside it.
-      MessageQueueRepository onTheCallersConnection = MessageQueueRepository.create(
+      MsgQueueRepository onTheCallersConnection = MsgQueueRepository.create(
           DSL.using(caller.dsl().configuration().connectionProvider(), SQLDialect.POSTGRES),
           MsgQueueConfig.defaults());
       long id = onTheCallersConnection.publish(spec, "{}");

@@ -28,12 +28,12 @@ import org.junit.jupiter.api.extension.ExtendWith;
 class CallerTransactionIT {
   private final TestDatabase db;
   private final QueueRows rows;
-  private final MessageQueueRepository repository;
+  private final MsgQueueRepository repository;
 
   CallerTransactionIT(TestDatabase db) {
     this.db = db;
     this.rows = new QueueRows(db.dsl());
-    this.repository = MessageQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
+    this.repository = MsgQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
   }
 
   private void reap(String queue) {
@@ -142,12 +142,12 @@ class CallerTransactionIT {
       TransactionalQueue view = repository.inTransaction(caller.dsl());
       QueueSpec bound = QueueSpec.autoDeleted("tx-view-bound");
       view.bindQueue(bound);
-      assertThat(view.touch(bound.name())).isTrue();
+      assertThat(view.keepAlive(bound.name())).isTrue();
       long published = view.publish(bound, "{\"n\": 1}");
       List<Long> batch = view.publishBatch(bound, List.of("{\"n\": 2}", "{\"n\": 3}"));
       List<ClaimedMessage> claimed = view.claim(committed.name(), 10, Duration.ofMinutes(1));
       assertThat(claimed).extracting(ClaimedMessage::id).containsExactlyElementsOf(earlier);
-      assertThat(view.nack(claimed.get(0), Duration.ZERO)).isTrue();
+      assertThat(view.release(claimed.get(0), Duration.ZERO)).isTrue();
       assertThat(view.ack(claimed.get(1))).isTrue();
 
       caller.rollback();
@@ -156,7 +156,7 @@ class CallerTransactionIT {
       assertThat(rows.exists("tx-view-bound")).isFalse();
       assertThat(rows.item(published)).isNull();
       assertThat(batch).allSatisfy(id -> assertThat(rows.item(id)).isNull());
-      assertThat(earlier).as("the claim, nack and ack rolled back too").allSatisfy(id ->
+      assertThat(earlier).as("the claim, release and ack rolled back too").allSatisfy(id ->
           assertThat(rows.item(id).getStatus()).isEqualTo(MessageQueueItemStatus.PENDING));
     }
   }
@@ -169,7 +169,7 @@ class CallerTransactionIT {
         .collect(Collectors.toSet());
 
     assertThat(offered).containsExactlyInAnyOrder(
-        "publish", "publishBatch", "claim", "ack", "nack", "extendLease", "extendLeases", "fail",
-        "republishDeadLetter", "bindQueue", "touch");
+        "publish", "publishBatch", "claim", "ack", "release", "extendLease", "extendLeases", "fail",
+        "republishDeadLetter", "bindQueue", "keepAlive");
   }
 }

@@ -29,19 +29,19 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
-/** {@link MessageQueueRepository#claim}, {@code ack} and {@code nack} against PostgreSQL, in both modes. */
+/** {@link MsgQueueRepository#claim}, {@code ack} and {@code release} against PostgreSQL, in both modes. */
 @ExtendWith(MsgQueueDatabaseExtension.class)
 class ClaimIT {
   private static final Duration LONG_LEASE = Duration.ofHours(1);
 
   private final TestDatabase db;
   private final HikariDataSource pool;
-  private final MessageQueueRepository repository;
+  private final MsgQueueRepository repository;
 
   ClaimIT(TestDatabase db) {
     this.db = db;
     this.pool = db.pool(4);
-    this.repository = MessageQueueRepository.create(pool, MsgQueueConfig.defaults());
+    this.repository = MsgQueueRepository.create(pool, MsgQueueConfig.defaults());
   }
 
   @AfterEach
@@ -185,9 +185,9 @@ class ClaimIT {
     assertThat(claimedByB).extracting(ClaimedMessage::id).containsExactly(id);
     assertThat(claimedByB.get(0).receiptDeadline()).isAfter(claimedByA.get(0).receiptDeadline());
 
-    // A's late ack and nack must not touch B's claim.
+    // A's late ack and release must not touch B's claim.
     assertThat(repository.ack(claimedByA)).isEmpty();
-    assertThat(repository.nack(claimedByA.get(0), Duration.ZERO)).isFalse();
+    assertThat(repository.release(claimedByA.get(0), Duration.ZERO)).isFalse();
     MessageQueueItemRecord stillThere = row(id);
     assertThat(stillThere.getStatus()).isEqualTo(MessageQueueItemStatus.ASSIGNED);
     assertThat(stillThere.getReadAfter()).isEqualTo(claimedByB.get(0).receiptDeadline());
@@ -222,12 +222,12 @@ class ClaimIT {
   }
 
   @Test
-  void nackMakesTheItemClaimableAfterTheDelay() {
-    QueueSpec spec = bound("nack");
+  void releaseMakesTheItemClaimableAfterTheDelay() {
+    QueueSpec spec = bound("release");
     long id = repository.publish(spec, "1");
 
     ClaimedMessage first = repository.claim(spec.name(), 1, LONG_LEASE).get(0);
-    assertThat(repository.nack(first, Duration.ofHours(1))).isTrue();
+    assertThat(repository.release(first, Duration.ofHours(1))).isTrue();
     assertThat(row(id).getStatus()).isEqualTo(MessageQueueItemStatus.PENDING);
     assertThat(repository.claim(spec.name(), 1)).as("not before the delay").isEmpty();
 
@@ -236,24 +236,24 @@ class ClaimIT {
         .where(MESSAGE_QUEUE_ITEM.ID.eq(id)).execute();
     ClaimedMessage second = repository.claim(spec.name(), 1).get(0);
     assertThat(second.id()).isEqualTo(id);
-    assertThat(repository.nack(second, Duration.ZERO)).isTrue();
+    assertThat(repository.release(second, Duration.ZERO)).isTrue();
     assertThat(repository.claim(spec.name(), 1, LONG_LEASE)).extracting(ClaimedMessage::id).containsExactly(id);
   }
 
   @Test
-  void claimAckAndNackNeverLockTheQueueRow() {
+  void claimAckAndReleaseNeverLockTheQueueRow() {
     QueueSpec spec = bound("no-queue-lock");
     List<Long> ids = repository.publishBatch(spec, List.of("1", "2"));
 
-    // Hold FOR UPDATE on the queue row (what the reaper takes) while claiming, nacking and acking from other
+    // Hold FOR UPDATE on the queue row (what the reaper takes) while claiming, releasing and acking from other
     // connections, each in its own transaction as a consumer runs them: any of them touching the row would wait and
     // hit the lock timeout.
     db.dsl().transaction(tx -> {
       tx.dsl().selectFrom(MESSAGE_QUEUE).where(MESSAGE_QUEUE.NAME.eq(spec.name())).forUpdate().fetch();
       List<ClaimedMessage> claimed = withLockTimeout(consumer -> consumer.claim(spec.name(), 10, LONG_LEASE));
       assertThat(claimed).extracting(ClaimedMessage::id).containsExactlyElementsOf(ids);
-      boolean nacked = withLockTimeout(consumer -> consumer.nack(claimed.get(0), Duration.ZERO));
-      assertThat(nacked).isTrue();
+      boolean released = withLockTimeout(consumer -> consumer.release(claimed.get(0), Duration.ZERO));
+      assertThat(released).isTrue();
       List<Long> acked = withLockTimeout(consumer -> consumer.ack(claimed.subList(1, 2)));
       assertThat(acked).containsExactly(ids.get(1));
     });
@@ -267,7 +267,7 @@ class ClaimIT {
   }
 
   @Test
-  void aReclaimAfterTheLeaseRanOutIsMarkedRedeliveredAndANackedOneIsNot() {
+  void aReclaimAfterTheLeaseRanOutIsMarkedRedeliveredAndAReleasedOneIsNot() {
     QueueSpec spec = bound("redelivered");
     long id = repository.publish(spec, "1");
 
@@ -278,9 +278,9 @@ class ClaimIT {
     assertThat(second.id()).isEqualTo(id);
     assertThat(second.redelivered()).as("the first lease ran out: a redelivery").isTrue();
 
-    assertThat(repository.nack(second, Duration.ZERO)).isTrue();
+    assertThat(repository.release(second, Duration.ZERO)).isTrue();
     ClaimedMessage third = repository.claim(spec.name(), 1, LONG_LEASE).get(0);
-    assertThat(third.redelivered()).as("a nack hands the message back: not a crash").isFalse();
+    assertThat(third.redelivered()).as("a release hands the message back: not a crash").isFalse();
     assertThat(repository.claim(spec.name(), 1)).isEmpty();
     assertThat(repository.ack(third)).isTrue();
   }
@@ -386,7 +386,7 @@ class ClaimIT {
   @Test
   void invalidArgumentsFailBeforeAnySql() {
     assertThatThrownBy(() -> repository.claim("q", 0)).isInstanceOf(IllegalArgumentException.class);
-    assertThatThrownBy(() -> repository.claim("q", MessageQueueRepository.MAX_BATCH_SIZE + 1))
+    assertThatThrownBy(() -> repository.claim("q", MsgQueueRepository.MAX_BATCH_SIZE + 1))
         .isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> repository.claim(" q", 1)).isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> repository.claim("q", 1, Duration.ofNanos(999_999)))

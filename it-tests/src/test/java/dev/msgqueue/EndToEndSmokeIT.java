@@ -16,11 +16,11 @@ import org.junit.jupiter.api.extension.ExtendWith;
 @ExtendWith(MsgQueueDatabaseExtension.class)
 class EndToEndSmokeIT {
   private final TestDatabase db;
-  private final MessageQueueRepository repository;
+  private final MsgQueueRepository repository;
 
   EndToEndSmokeIT(TestDatabase db) {
     this.db = db;
-    this.repository = MessageQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
+    this.repository = MsgQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
   }
 
   @Test

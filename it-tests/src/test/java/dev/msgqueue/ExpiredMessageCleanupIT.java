@@ -22,12 +22,12 @@ class ExpiredMessageCleanupIT {
   private final QueueRows rows;
   private final MsgQueueConfig config = MsgQueueConfig.builder()
       .cleanupBatchSize(10).lockTimeout(Duration.ofMillis(500)).build();
-  private final MessageQueueRepository repository;
+  private final MsgQueueRepository repository;
 
   ExpiredMessageCleanupIT(TestDatabase db) {
     this.db = db;
     this.rows = new QueueRows(db.dsl());
-    this.repository = MessageQueueRepository.create(db.dataSource(), config);
+    this.repository = MsgQueueRepository.create(db.dataSource(), config);
   }
 
   @Test
@@ -38,7 +38,7 @@ class ExpiredMessageCleanupIT {
     rows.expireItems("batches");
     List<Long> live = repository.publishBatch(spec, List.of("\"live\""));
 
-    assertThat(MaintenanceStatements.deleteExpiredMessages(db.dsl(), 10)).isEqualTo(10);
+    assertThat(MaintenanceStatements.cleanUpExpiredMessages(db.dsl(), 10)).isEqualTo(10);
     assertThat(new ExpiredMessageCleanup(repository.context(), config).deleteExpired()).isEqualTo(15);
 
     assertThat(rows.itemsOf("batches")).isEqualTo(1);

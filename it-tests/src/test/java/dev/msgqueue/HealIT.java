@@ -26,12 +26,12 @@ import org.junit.jupiter.api.extension.ExtendWith;
 class HealIT {
   private final TestDatabase db;
   private final QueueRows rows;
-  private final MessageQueueRepository repository;
+  private final MsgQueueRepository repository;
 
   HealIT(TestDatabase db) {
     this.db = db;
     this.rows = new QueueRows(db.dsl());
-    this.repository = MessageQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
+    this.repository = MsgQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
   }
 
   private void bindAndReap(QueueSpec spec) {
@@ -81,7 +81,7 @@ class HealIT {
       List<Future<Long>> publishes = new ArrayList<>();
       for (int i = 0; i < threads; i++) {
         // Separate repositories: no in-process state can serialize them; only the database does.
-        MessageQueueRepository replica = MessageQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
+        MsgQueueRepository replica = MsgQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
         publishes.add(pool.submit(() -> {
           start.await();
           return replica.publish(spec, "{}");
@@ -139,8 +139,8 @@ class HealIT {
     repository.bindQueue(QueueSpec.autoDeleted("touched"));
     rows.makeIdle("touched", Duration.ofMinutes(30));
 
-    assertThat(repository.touch("touched")).isTrue();
-    assertThat(repository.touch("not-there")).isFalse();
+    assertThat(repository.keepAlive("touched")).isTrue();
+    assertThat(repository.keepAlive("not-there")).isFalse();
     assertThat(rows.queue("touched").getLastActive()).isCloseTo(rows.serverUtcNow(), within(5, ChronoUnit.SECONDS));
   }
 }

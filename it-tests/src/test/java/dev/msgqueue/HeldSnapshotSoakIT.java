@@ -48,7 +48,7 @@ class HeldSnapshotSoakIT {
   void vacuumCatchesUpOnceAHeldSnapshotIsReleased() throws Exception {
     try (RestartablePostgres server = RestartablePostgres.start("autovacuum_naptime = 1");
          TestDatabase db = TestDatabase.createMigrated(server.server(), "HeldSnapshotSoak")) {
-      MessageQueueRepository repository = MessageQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
+      MsgQueueRepository repository = MsgQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
       QueueSpec queue = QueueSpec.durable(QUEUE);
       repository.bindQueue(queue);
       Set<Long> published = ConcurrentHashMap.newKeySet();

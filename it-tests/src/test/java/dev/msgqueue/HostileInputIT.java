@@ -41,11 +41,11 @@ class HostileInputIT {
     return a.equals(b) ? 0 : 1;
   };
   private final TestDatabase db;
-  private final MessageQueueRepository repository;
+  private final MsgQueueRepository repository;
 
   HostileInputIT(TestDatabase db) {
     this.db = db;
-    this.repository = MessageQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
+    this.repository = MsgQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
   }
 
   @AfterEach

@@ -39,7 +39,7 @@ class HousekeeperIT {
   }
 
   private List<String> idleQueues(String prefix, int count) {
-    MessageQueueRepository binder = MessageQueueRepository.create(db.dataSource(), config);
+    MsgQueueRepository binder = MsgQueueRepository.create(db.dataSource(), config);
     List<String> names = IntStream.range(0, count).mapToObj(i -> prefix + "-" + i).toList();
     names.forEach(queue -> binder.bindQueue(QueueSpec.autoDeleted(queue)));
     names.forEach(queue -> rows.makeIdle(queue, IDLE));
@@ -47,7 +47,7 @@ class HousekeeperIT {
   }
 
   private int expiredMessages(String queue, int count) {
-    MessageQueueRepository publisher = MessageQueueRepository.create(db.dataSource(), config);
+    MsgQueueRepository publisher = MsgQueueRepository.create(db.dataSource(), config);
     QueueSpec spec = QueueSpec.durable(queue);
     publisher.bindQueue(spec);
     publisher.publishBatch(spec, IntStream.range(0, count).mapToObj(Integer::toString).toList());
@@ -61,10 +61,10 @@ class HousekeeperIT {
     int expired = expiredMessages("replicas-expired", 4);
     CountDownLatch holding = new CountDownLatch(1);
     CountDownLatch release = new CountDownLatch(1);
-    MessageQueueRepository replicaA = MessageQueueRepository.create(db.dataSource(), config);
+    MsgQueueRepository replicaA = MsgQueueRepository.create(db.dataSource(), config);
     // Replica B's sessions fail any lock wait after 500 ms, so a wait would fail the test rather than pass slowly.
-    MessageQueueRepository replicaB =
-        MessageQueueRepository.create(db.dataSourceWithOptions("-c lock_timeout=500"), config);
+    MsgQueueRepository replicaB =
+        MsgQueueRepository.create(db.dataSourceWithOptions("-c lock_timeout=500"), config);
     Housekeeper a = Housekeeper.builder(replicaA).whileHoldingLock(() -> {
       holding.countDown();
       awaitLatch(release);
@@ -94,7 +94,7 @@ class HousekeeperIT {
 
   @Test
   void aTickWhoseConnectionIsKilledFailsAndTheNextTickWorks() {
-    MessageQueueRepository repository = MessageQueueRepository.create(db.dataSource(), config);
+    MsgQueueRepository repository = MsgQueueRepository.create(db.dataSource(), config);
     AtomicBoolean killNext = new AtomicBoolean(true);
     Housekeeper housekeeper = Housekeeper.builder(repository).whileHoldingLock(() -> {
       if (killNext.getAndSet(false)) {
@@ -118,7 +118,7 @@ class HousekeeperIT {
   @Test
   void theScheduleTicksOnItsOwnThreadAndCloseStopsIt() throws Exception {
     List<String> idle = idleQueues("scheduled", 2);
-    MessageQueueRepository repository = MessageQueueRepository.create(db.dataSource(), config);
+    MsgQueueRepository repository = MsgQueueRepository.create(db.dataSource(), config);
     Housekeeper housekeeper = Housekeeper.builder(repository)
         .interval(Housekeeper.MIN_INTERVAL).firstRunJitter(Duration.ZERO).build().start();
     assertThat(housekeeper.isRunning()).isTrue();
@@ -140,7 +140,7 @@ class HousekeeperIT {
   @Test
   void aRepositoryOnASingleConnectionIsRefused() throws Exception {
     try (Connection connection = db.connect()) {
-      MessageQueueRepository single = MessageQueueRepository.create(DSL.using(connection, SQLDialect.POSTGRES), config);
+      MsgQueueRepository single = MsgQueueRepository.create(DSL.using(connection, SQLDialect.POSTGRES), config);
       assertThatThrownBy(() -> Housekeeper.builder(single)).isInstanceOf(IllegalArgumentException.class)
           .hasMessageContaining("single connection");
     }

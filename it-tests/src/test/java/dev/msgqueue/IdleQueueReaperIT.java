@@ -27,12 +27,12 @@ class IdleQueueReaperIT {
   private final QueueRows rows;
   private final MsgQueueConfig config = MsgQueueConfig.builder()
       .lockTimeout(Duration.ofMillis(500)).reapBatchSize(10).build();
-  private final MessageQueueRepository repository;
+  private final MsgQueueRepository repository;
 
   IdleQueueReaperIT(TestDatabase db) {
     this.db = db;
     this.rows = new QueueRows(db.dsl());
-    this.repository = MessageQueueRepository.create(db.dataSource(), config);
+    this.repository = MsgQueueRepository.create(db.dataSource(), config);
   }
 
   private IdleQueueReaper reaper() {

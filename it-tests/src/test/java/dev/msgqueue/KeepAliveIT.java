@@ -70,10 +70,10 @@ class KeepAliveIT {
     Duration keepAlive = Duration.ofMillis(400);
     MsgQueueConfig config = MsgQueueConfig.builder()
         .keepAliveInterval(keepAlive).reapIdleThreshold(keepAlive.multipliedBy(4)).build();
-    List<MessageQueueRepository> replicas = List.of(
-        MessageQueueRepository.create(db.dataSource(), config),
-        MessageQueueRepository.create(db.dataSource(), config),
-        MessageQueueRepository.create(db.dataSource(), config));
+    List<MsgQueueRepository> replicas = List.of(
+        MsgQueueRepository.create(db.dataSource(), config),
+        MsgQueueRepository.create(db.dataSource(), config),
+        MsgQueueRepository.create(db.dataSource(), config));
     replicas.get(0).bindQueue(spec);
     Duration runFor = Duration.ofSeconds(3);
     AtomicInteger published = new AtomicInteger();
@@ -83,7 +83,7 @@ class KeepAliveIT {
       Instant end = Instant.now().plus(runFor);
       List<Future<?>> running = new ArrayList<>();
       for (int thread = 0; thread < 12; thread++) {
-        MessageQueueRepository replica = replicas.get(thread % replicas.size());
+        MsgQueueRepository replica = replicas.get(thread % replicas.size());
         running.add(publishers.submit(() -> {
           while (Instant.now().isBefore(end)) {
             replica.publish(spec, "{}");
@@ -119,8 +119,8 @@ class KeepAliveIT {
         .keepAliveInterval(Duration.ofMillis(250))
         .reapIdleThreshold(Duration.ofSeconds(2))
         .build();
-    MessageQueueRepository publisher = MessageQueueRepository.create(db.dataSource(), config);
-    MessageQueueRepository reaper = MessageQueueRepository.create(db.dataSource(), config);
+    MsgQueueRepository publisher = MsgQueueRepository.create(db.dataSource(), config);
+    MsgQueueRepository reaper = MsgQueueRepository.create(db.dataSource(), config);
     // Created by its first publish (a heal), never bound again: the case an insert-and-heal publisher loses.
     PublishOptions shortLived = PublishOptions.defaults().withTtl(Duration.ofMillis(20));
     long first = publisher.publish(spec, "{}", shortLived);
@@ -136,7 +136,7 @@ class KeepAliveIT {
       // By the time the reaper looks, the item has expired: only the keep-alive, not unexpired items, holds the queue.
       Thread.sleep(40);
       reapedNames.addAll(reaper.reapIdleQueues());
-      reaper.deleteExpiredMessages();
+      reaper.cleanUpExpiredMessages();
       assertThat(rows.unexpiredOrphans()).isZero();
       orphanScans++;
     }
@@ -153,7 +153,7 @@ class KeepAliveIT {
     // An insert-and-heal publish path without keep-alive, under the same reaper: shows the test above can fail.
     MsgQueueConfig config = MsgQueueConfig.builder()
         .keepAliveInterval(Duration.ofMillis(250)).reapIdleThreshold(Duration.ofSeconds(1)).build();
-    MessageQueueRepository reaper = MessageQueueRepository.create(db.dataSource(), config);
+    MsgQueueRepository reaper = MsgQueueRepository.create(db.dataSource(), config);
     reaper.bindQueue(QueueSpec.autoDeleted("insert-only"));
 
     List<String> reapedNames = new ArrayList<>();
@@ -174,7 +174,7 @@ class KeepAliveIT {
   @Test
   void perQueueStateIsBoundedAndForgettingIsHarmless() {
     MsgQueueConfig config = MsgQueueConfig.builder().maxTrackedQueues(16).build();
-    MessageQueueRepository repository = MessageQueueRepository.create(db.dataSource(), config);
+    MsgQueueRepository repository = MsgQueueRepository.create(db.dataSource(), config);
     for (int i = 0; i < 100; i++) {
       QueueSpec spec = QueueSpec.autoDeleted("many-" + i);
       repository.publish(spec, "{}");

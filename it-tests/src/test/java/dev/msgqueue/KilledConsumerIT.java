@@ -70,7 +70,7 @@ class KilledConsumerIT {
   void everyCommittedMessageIsHandledAndTheDuplicatesAreExactlyTheInFlightOnes(@TempDir Path logs) throws Exception {
     // The test's own ledger table: DDL, which jOOQ's typed API does not cover for an ad-hoc table.
     dsl.execute("CREATE TABLE \"" + ConsumerProcess.LEDGER + "\" (id bigint NOT NULL, consumer text NOT NULL)");
-    MessageQueueRepository repository = MessageQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
+    MsgQueueRepository repository = MsgQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
     repository.bindQueue(QueueSpec.durable(QUEUE));
 
     Set<Long> committed = ConcurrentHashMap.newKeySet();

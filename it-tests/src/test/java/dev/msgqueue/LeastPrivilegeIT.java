@@ -122,7 +122,7 @@ class LeastPrivilegeIT {
         .keepAliveInterval(Duration.ofMillis(50))
         .reapIdleThreshold(Duration.ofMillis(200))
         .build();
-    MessageQueueRepository repository = MessageQueueRepository.create(appDataSource, config);
+    MsgQueueRepository repository = MsgQueueRepository.create(appDataSource, config);
 
     QueueSpec orders = QueueSpec.durable("orders");
     repository.bindQueue(orders);
@@ -140,19 +140,19 @@ class LeastPrivilegeIT {
         tx -> repository.inTransaction(tx.dsl()).publish(QueueSpec.autoDeleted("healed-tx"), "{\"n\": 6}"));
     assertThat(asApp().fetchCount(MESSAGE_QUEUE, MESSAGE_QUEUE.NAME.in("healed", "healed-tx"))).isEqualTo(2);
 
-    // claim / ack (compatible mode), claim / nack / re-claim / ack (lease mode)
+    // claim / ack (compatible mode), claim / release / re-claim / ack (lease mode)
     List<ClaimedMessage> claimed = repository.claim("orders", 2);
     assertThat(claimed).extracting(ClaimedMessage::id).containsExactly(single, batch.get(0));
     assertThat(repository.ack(claimed)).containsExactly(single, batch.get(0));
     ClaimedMessage leased = repository.claim("orders", 1, Duration.ofSeconds(30)).get(0);
     assertThat(leased.id()).isEqualTo(batch.get(1));
-    assertThat(repository.nack(leased, Duration.ZERO)).isTrue();
+    assertThat(repository.release(leased, Duration.ZERO)).isTrue();
     List<ClaimedMessage> reclaimed = repository.claim("orders", 10, Duration.ofSeconds(30));
     assertThat(reclaimed).extracting(ClaimedMessage::id).containsExactly(batch.get(1), inTransaction);
     assertThat(repository.ack(reclaimed)).hasSize(2);
     assertThat(repository.claim("healed", 1)).extracting(ClaimedMessage::id).containsExactly(healed);
     assertThat(repository.claim("healed-tx", 1)).extracting(ClaimedMessage::id).containsExactly(healedInTransaction);
-    assertThat(repository.touch("orders")).isTrue();
+    assertThat(repository.keepAlive("orders")).isTrue();
 
     // lease extension, a failure past maxDeliveries into the dead-letter queue, inspection and re-publish
     long failing = repository.publish(orders, "{\"n\": \"fails\"}");
@@ -173,7 +173,7 @@ class LeastPrivilegeIT {
     QueueSpec idle = QueueSpec.autoDeleted("idle");
     repository.bindQueue(idle);
     Thread.sleep(400);
-    assertThat(repository.deleteExpiredMessages()).isGreaterThanOrEqualTo(1);
+    assertThat(repository.cleanUpExpiredMessages()).isGreaterThanOrEqualTo(1);
     assertThat(repository.reapIdleQueues()).contains("idle");
 
     // the Housekeeper: its advisory lock, then both jobs
@@ -237,7 +237,7 @@ class LeastPrivilegeIT {
   @Test
   void noInputThroughTheApiRunsDdl() {
     String catalogBefore = catalog();
-    MessageQueueRepository repository = MessageQueueRepository.create(appDataSource, MsgQueueConfig.defaults());
+    MsgQueueRepository repository = MsgQueueRepository.create(appDataSource, MsgQueueConfig.defaults());
     List<String> names = List.of(
         "'; DROP TABLE \"MessageQueueItem\"; --",
         "\"); CREATE TABLE evil (x int); --",
@@ -252,16 +252,16 @@ class LeastPrivilegeIT {
       repository.publishBatch(QueueSpec.durable(name), List.of(payload, payload));
       asApp().transaction(tx -> repository.inTransaction(tx.dsl()).publish(QueueSpec.durable(name), payload));
       repository.publish(QueueSpec.autoDeleted(name + " healed"), payload); // the heal path
-      assertThat(repository.touch(name)).isTrue();
+      assertThat(repository.keepAlive(name)).isTrue();
       List<ClaimedMessage> claimed = repository.claim(name, 10, Duration.ofSeconds(30));
       assertThat(claimed).hasSize(4).allSatisfy(message -> {
         assertThat(message.queueName()).isEqualTo(name);
         assertThat(message.payload()).isEqualTo(payload);
       });
-      assertThat(repository.nack(claimed.get(0), Duration.ZERO)).isTrue();
+      assertThat(repository.release(claimed.get(0), Duration.ZERO)).isTrue();
       assertThat(repository.ack(claimed.subList(1, 4))).hasSize(3);
     }
-    repository.deleteExpiredMessages();
+    repository.cleanUpExpiredMessages();
     repository.reapIdleQueues();
     // A name PostgreSQL cannot store (NUL) is refused before any SQL.
     assertThatThrownBy(() -> repository.publish(QueueSpec.durable("a\u0000; DROP TABLE x"), payload))

@@ -204,9 +204,9 @@ class LedgerChaosIT {
     publishEnd = started + run.toNanos();
     long drainedAt = 0;
     try {
-      MessageQueueRepository publisher = MessageQueueRepository.create(countingHeals(publishPool), config);
-      MessageQueueRepository consumer = MessageQueueRepository.create(consumePool, config);
-      MessageQueueRepository housekeeper = MessageQueueRepository.create(reaperPool, config);
+      MsgQueueRepository publisher = MsgQueueRepository.create(countingHeals(publishPool), config);
+      MsgQueueRepository consumer = MsgQueueRepository.create(consumePool, config);
+      MsgQueueRepository housekeeper = MsgQueueRepository.create(reaperPool, config);
       durable.forEach(publisher::bindQueue);
       listener = WakeupListener.start(() -> connect(db, "chaos-listener"));
       activeListener = listener;
@@ -341,7 +341,7 @@ class LedgerChaosIT {
 
   // --- the actors ---------------------------------------------------------------------------------------------------
 
-  private void publish(MessageQueueRepository repository, int publisherId, List<QueueSpec> autoDeleted,
+  private void publish(MsgQueueRepository repository, int publisherId, List<QueueSpec> autoDeleted,
       List<QueueSpec> durable, long started, long end) {
     ThreadLocalRandom random = ThreadLocalRandom.current();
     long sequence = 0;
@@ -396,7 +396,7 @@ class LedgerChaosIT {
     }
   }
 
-  private Subscriber subscriber(MessageQueueRepository repository, QueueSpec queue, WakeupListener wakeups,
+  private Subscriber subscriber(MsgQueueRepository repository, QueueSpec queue, WakeupListener wakeups,
       Runnable onDelivery) {
     return Subscriber.builder(repository, queue, message -> {
           long token = tokenOf(message.payload());
@@ -428,7 +428,7 @@ class LedgerChaosIT {
   }
 
   /** A consumer that comes and goes: one subscriber at a time, on each of its queues in turn. */
-  private void rotate(MessageQueueRepository repository, List<QueueSpec> queues, WakeupListener wakeups) {
+  private void rotate(MsgQueueRepository repository, List<QueueSpec> queues, WakeupListener wakeups) {
     int next = 0;
     while (consuming) {
       QueueSpec queue = queues.get(next++ % queues.size());
@@ -456,12 +456,12 @@ class LedgerChaosIT {
     }
   }
 
-  private void houseKeep(MessageQueueRepository repository) {
+  private void houseKeep(MsgQueueRepository repository) {
     boolean failedSinceLastSuccess = false;
     while (consuming) {
       try {
         reaps.add(repository.reapIdleQueues().size());
-        expiredDeleted.add(repository.deleteExpiredMessages());
+        expiredDeleted.add(repository.cleanUpExpiredMessages());
         if (failedSinceLastSuccess) {
           reaperRecoveries.increment();
           failedSinceLastSuccess = false;
@@ -696,7 +696,7 @@ class LedgerChaosIT {
 
   /** Reads every dead letter's token (the dead-letter queue holds them until their TTL). */
   private void readDeadLetters(DSLContext observer) {
-    MessageQueueRepository reader = MessageQueueRepository.create(observer, MsgQueueConfig.defaults());
+    MsgQueueRepository reader = MsgQueueRepository.create(observer, MsgQueueConfig.defaults());
     long afterId = 0;
     List<DeadLetter> page;
     do {

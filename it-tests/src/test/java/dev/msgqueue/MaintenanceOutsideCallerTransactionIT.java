@@ -44,7 +44,7 @@ class MaintenanceOutsideCallerTransactionIT {
 
   /** Idle and expired rows, so that each maintenance act has real work to commit. */
   private void leaveWorkForMaintenance(String prefix) {
-    MessageQueueRepository setup = MessageQueueRepository.create(db.dataSource(), config);
+    MsgQueueRepository setup = MsgQueueRepository.create(db.dataSource(), config);
     setup.bindQueue(QueueSpec.autoDeleted(prefix + "-idle"));
     rows.makeIdle(prefix + "-idle", Duration.ofHours(2));
     QueueSpec expiring = QueueSpec.durable(prefix + "-expiring");
@@ -54,9 +54,9 @@ class MaintenanceOutsideCallerTransactionIT {
   }
 
   /** Runs every maintenance act the repository offers, as a caller might inside its transaction. */
-  private static HousekeepingRun runAllMaintenance(MessageQueueRepository repository) {
+  private static HousekeepingRun runAllMaintenance(MsgQueueRepository repository) {
     repository.reapIdleQueues();
-    repository.deleteExpiredMessages();
+    repository.cleanUpExpiredMessages();
     return Housekeeper.builder(repository).build().runOnce();
   }
 
@@ -69,7 +69,7 @@ class MaintenanceOutsideCallerTransactionIT {
   void threadBoundConnectionProvider_maintenanceLeavesTheCallersTransactionToTheCaller() throws SQLException {
     leaveWorkForMaintenance("bound");
     ThreadBoundConnections joining = new ThreadBoundConnections(db.dataSource());
-    MessageQueueRepository repository = MessageQueueRepository.create(
+    MsgQueueRepository repository = MsgQueueRepository.create(
         DSL.using(joining, SQLDialect.POSTGRES), db.dataSource(), config);
     MicrometerMetrics.bind(new SimpleMeterRegistry(), repository);
     QueueSpec durable = QueueSpec.durable("bound-durable");
@@ -101,7 +101,7 @@ class MaintenanceOutsideCallerTransactionIT {
     DSLContext joining = DSL.using(new DefaultConfiguration()
         .set(SQLDialect.POSTGRES)
         .set(new ThreadLocalTransactionProvider(new DataSourceConnectionProvider(db.dataSource()))));
-    MessageQueueRepository repository = MessageQueueRepository.create(joining, db.dataSource(), config);
+    MsgQueueRepository repository = MsgQueueRepository.create(joining, db.dataSource(), config);
     MicrometerMetrics.bind(new SimpleMeterRegistry(), repository);
     QueueSpec durable = QueueSpec.durable("threadlocal-durable");
     repository.bindQueue(durable);

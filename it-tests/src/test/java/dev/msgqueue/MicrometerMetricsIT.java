@@ -47,7 +47,7 @@ class MicrometerMetricsIT {
 
   @Test
   void countersTimersAndGaugesMoveByExactlyWhatTheScriptDid() throws Exception {
-    MessageQueueRepository repository = MessageQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
+    MsgQueueRepository repository = MsgQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
     MicrometerMetrics metrics = MicrometerMetrics.bind(registry, repository, 2);
     QueueSpec a = QueueSpec.durable("m-a");
     QueueSpec b = QueueSpec.durable("m-b");
@@ -60,7 +60,7 @@ class MicrometerMetricsIT {
     repository.publish(c, "5"); // a third queue: past the bound of 2 tags
     List<ClaimedMessage> claimed = repository.claim("m-a", 2, Duration.ofMinutes(1));
     assertThat(repository.ack(claimed.get(0))).isTrue();
-    assertThat(repository.nack(claimed.get(1), Duration.ZERO)).isTrue();
+    assertThat(repository.release(claimed.get(1), Duration.ZERO)).isTrue();
 
     assertThat(counter("msgqueue.messages.published", "m-a")).isEqualTo(3);
     assertThat(timerCount("msgqueue.publish", "m-a")).isEqualTo(2);
@@ -71,7 +71,7 @@ class MicrometerMetricsIT {
     assertThat(timerCount("msgqueue.claim", "m-a")).isEqualTo(1);
     assertThat(counter("msgqueue.messages.acked", "m-a")).isEqualTo(1);
     assertThat(timerCount("msgqueue.ack", "m-a")).isEqualTo(1);
-    assertThat(counter("msgqueue.messages.nacked", "m-a")).isEqualTo(1);
+    assertThat(counter("msgqueue.messages.released", "m-a")).isEqualTo(1);
 
     // Housekeeping: one idle auto-deleted queue reaped, m-b's one message expired and deleted.
     QueueSpec healing = QueueSpec.autoDeleted("m-heal");
@@ -118,7 +118,7 @@ class MicrometerMetricsIT {
 
   @Test
   void redeliveriesAndDeadLettersAreCountedOnceEach() throws Exception {
-    MessageQueueRepository repository = MessageQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
+    MsgQueueRepository repository = MsgQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
     MicrometerMetrics.bind(registry, repository);
     QueueSpec queue = QueueSpec.durable("m-retry");
     repository.bindQueue(queue);
@@ -146,7 +146,7 @@ class MicrometerMetricsIT {
 
   @Test
   void aTagBoundOutOfRangeIsRefused() {
-    MessageQueueRepository repository = MessageQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
+    MsgQueueRepository repository = MsgQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
     assertThatThrownBy(() -> MicrometerMetrics.bind(registry, repository, 0))
         .isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> MicrometerMetrics.bind(registry, repository, MicrometerMetrics.MAX_QUEUE_TAGS + 1))

@@ -36,15 +36,15 @@ class OverlappingMaintenanceIT {
   private final TestDatabase db;
   private final QueueRows rows;
   private final MsgQueueConfig config = MsgQueueConfig.defaults();
-  private final MessageQueueRepository setup;
+  private final MsgQueueRepository setup;
   /** The other replica: its sessions fail a lock wait after 500 ms. */
-  private final MessageQueueRepository neverWaiting;
+  private final MsgQueueRepository neverWaiting;
 
   OverlappingMaintenanceIT(TestDatabase db) {
     this.db = db;
     this.rows = new QueueRows(db.dsl());
-    this.setup = MessageQueueRepository.create(db.dataSource(), config);
-    this.neverWaiting = MessageQueueRepository.create(db.dataSourceWithOptions("-c lock_timeout=500"), config);
+    this.setup = MsgQueueRepository.create(db.dataSource(), config);
+    this.neverWaiting = MsgQueueRepository.create(db.dataSourceWithOptions("-c lock_timeout=500"), config);
   }
 
   /** Idle auto-deleted queues, each holding {@code expiredEach} expired messages. */
@@ -82,7 +82,7 @@ class OverlappingMaintenanceIT {
       List<String> lockedByA = MaintenanceStatements.lockIdleQueues(a.dsl(), config.reapIdleThreshold(), 3);
       assertThat(lockedByA).hasSize(3);
       reapedByB = neverWaiting.reapIdleQueues();
-      MaintenanceStatements.deleteExpiredMessagesOf(a.dsl(), lockedByA, 100);
+      MaintenanceStatements.cleanUpExpiredMessagesOf(a.dsl(), lockedByA, 100);
       reapedByA = MaintenanceStatements.deleteEmptyQueues(a.dsl(), lockedByA);
       a.commit();
     }
@@ -106,8 +106,8 @@ class OverlappingMaintenanceIT {
     int deletedByB;
 
     try (Session a = Session.open(db)) {
-      deletedByA = MaintenanceStatements.deleteExpiredMessages(a.dsl(), 4);
-      deletedByB = neverWaiting.deleteExpiredMessages();
+      deletedByA = MaintenanceStatements.cleanUpExpiredMessages(a.dsl(), 4);
+      deletedByB = neverWaiting.cleanUpExpiredMessages();
       a.commit();
     }
 
@@ -122,7 +122,7 @@ class OverlappingMaintenanceIT {
     List<String> idle = idleQueues("reaper-vs-cleanup", 1, 2);
 
     try (Session a = Session.open(db)) {
-      assertThat(MaintenanceStatements.deleteExpiredMessages(a.dsl(), 100)).isEqualTo(2);
+      assertThat(MaintenanceStatements.cleanUpExpiredMessages(a.dsl(), 100)).isEqualTo(2);
       assertThat(neverWaiting.reapIdleQueues()).as("still referenced by rows the cleanup holds").isEmpty();
       a.commit();
     }
@@ -140,8 +140,8 @@ class OverlappingMaintenanceIT {
     int deletedByB;
     try (Session a = Session.open(db)) {
       List<String> lockedByA = MaintenanceStatements.lockIdleQueues(a.dsl(), config.reapIdleThreshold(), 1);
-      assertThat(MaintenanceStatements.deleteExpiredMessagesOf(a.dsl(), lockedByA, 100)).isEqualTo(3);
-      deletedByB = neverWaiting.deleteExpiredMessages();
+      assertThat(MaintenanceStatements.cleanUpExpiredMessagesOf(a.dsl(), lockedByA, 100)).isEqualTo(3);
+      deletedByB = neverWaiting.cleanUpExpiredMessages();
       reapedByA = MaintenanceStatements.deleteEmptyQueues(a.dsl(), lockedByA);
       a.commit();
     }
@@ -167,7 +167,7 @@ class OverlappingMaintenanceIT {
     int deletedByB;
     try (Session a = Session.open(db)) {
       assertThat(MaintenanceStatements.deleteOrphanedFailures(a.dsl(), 2)).isEqualTo(2);
-      deletedByB = neverWaiting.deleteExpiredMessages();
+      deletedByB = neverWaiting.cleanUpExpiredMessages();
       a.commit();
     }
 
@@ -178,7 +178,7 @@ class OverlappingMaintenanceIT {
   @Test
   void twoHousekeepersTickingAtOnceWhilePublishing_loseNothingAndNeverFail() throws Exception {
     // Distinct lock keys: both replicas work every tick, as two do while one of them outlives its lock session.
-    Housekeeper first = Housekeeper.builder(MessageQueueRepository.create(db.dataSource(), config))
+    Housekeeper first = Housekeeper.builder(MsgQueueRepository.create(db.dataSource(), config))
         .advisoryLockKey(1).build();
     Housekeeper second = Housekeeper.builder(neverWaiting).advisoryLockKey(2).build();
     ConcurrentLinkedQueue<Long> livePublished = new ConcurrentLinkedQueue<>();

@@ -87,8 +87,8 @@ class PgBouncerIT {
     return new HikariDataSource(config);
   }
 
-  private static MessageQueueRepository repository(HikariDataSource dataSource) {
-    return MessageQueueRepository.create(dataSource, MsgQueueConfig.builder()
+  private static MsgQueueRepository repository(HikariDataSource dataSource) {
+    return MsgQueueRepository.create(dataSource, MsgQueueConfig.builder()
         .keepAliveInterval(Duration.ofMillis(50))
         .reapIdleThreshold(Duration.ofMillis(200))
         .build());
@@ -105,7 +105,7 @@ class PgBouncerIT {
 
   @Test
   void publishClaimAndMaintenanceThroughPgBouncer() throws Exception {
-    MessageQueueRepository repository = repository(pooled);
+    MsgQueueRepository repository = repository(pooled);
     DSLContext viaBouncer = DSL.using(pooled, SQLDialect.POSTGRES);
     QueueSpec orders = QueueSpec.durable("orders");
     repository.bindQueue(orders);
@@ -140,22 +140,22 @@ class PgBouncerIT {
     assertThat(repository.claim("healed", 5)).extracting(ClaimedMessage::id).containsExactly(healed);
     assertThat(repository.claim("healed-tx", 5)).extracting(ClaimedMessage::id).containsExactly(healedInTx);
 
-    // claim / nack / re-claim / ack in lease mode, and compatible-mode claims
+    // claim / release / re-claim / ack in lease mode, and compatible-mode claims
     List<Long> handled = new ArrayList<>();
-    boolean nacked = false;
+    boolean released = false;
     while (true) {
       List<ClaimedMessage> claimed = repository.claim("orders", 7, Duration.ofSeconds(30));
       if (claimed.isEmpty()) {
         break;
       }
-      if (!nacked) {
-        assertThat(repository.nack(claimed.get(0), Duration.ZERO)).isTrue();
+      if (!released) {
+        assertThat(repository.release(claimed.get(0), Duration.ZERO)).isTrue();
         claimed = claimed.subList(1, claimed.size());
-        nacked = true;
+        released = true;
       }
       assertThat(repository.ack(claimed)).hasSameSizeAs(claimed);
       claimed.forEach(message -> handled.add(message.id()));
-      assertThat(repository.touch("orders")).isTrue();
+      assertThat(repository.keepAlive("orders")).isTrue();
     }
     assertSameIds("handled vs published", published, handled);
 
@@ -165,7 +165,7 @@ class PgBouncerIT {
     }
     repository.bindQueue(QueueSpec.autoDeleted("idle"));
     Thread.sleep(400);
-    assertThat(repository.deleteExpiredMessages()).isEqualTo(10);
+    assertThat(repository.cleanUpExpiredMessages()).isEqualTo(10);
     assertThat(repository.reapIdleQueues()).contains("idle");
     assertThat(db.dsl().fetchCount(MESSAGE_QUEUE, MESSAGE_QUEUE.NAME.eq("idle"))).isZero();
 
@@ -184,15 +184,15 @@ class PgBouncerIT {
   @Test
   void noSessionStateOutlivesATransaction() throws Exception {
     // Every call on the one-server-connection pool, so the server connection is shared with the observer below.
-    MessageQueueRepository repository = repository(single);
+    MsgQueueRepository repository = repository(single);
     QueueSpec queue = QueueSpec.autoDeleted("session-state");
     repository.bindQueue(queue);
     repository.publish(queue, "{}");
     repository.publishBatch(queue, List.of("{}", "{}"));
     DSL.using(single, SQLDialect.POSTGRES).transaction(tx -> repository.inTransaction(tx.dsl()).publish(queue, "{}"));
     repository.ack(repository.claim(queue.name(), 10, Duration.ofSeconds(30)));
-    repository.touch(queue.name());
-    repository.deleteExpiredMessages(); // sets lock_timeout for its transaction
+    repository.keepAlive(queue.name());
+    repository.cleanUpExpiredMessages(); // sets lock_timeout for its transaction
     repository.reapIdleQueues(); // likewise
 
     try (Connection observer = single.getConnection(); Statement statement = observer.createStatement();
@@ -214,7 +214,7 @@ class PgBouncerIT {
 
   @Test
   void subscribersThroughPgBouncerWithTheListenerDirect() throws Exception {
-    MessageQueueRepository repository = repository(pooled);
+    MsgQueueRepository repository = repository(pooled);
     QueueSpec queue = QueueSpec.durable("events");
     int publishers = 4;
     int perPublisher = 60;
@@ -256,7 +256,7 @@ class PgBouncerIT {
     assertThat(db.dsl().fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.eq("events"))).isZero();
   }
 
-  private static Subscriber subscriber(MessageQueueRepository repository, QueueSpec queue, WakeupListener listener,
+  private static Subscriber subscriber(MsgQueueRepository repository, QueueSpec queue, WakeupListener listener,
       Map<Long, AtomicInteger> deliveries) {
     return Subscriber.builder(repository, queue,
             message -> deliveries.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet())

@@ -61,13 +61,13 @@ class PublishCoalescingIT {
     assertThat(pool.awaitTermination(30, TimeUnit.SECONDS)).isTrue();
   }
 
-  private MessageQueueRepository repository(boolean coalescing, ExecuteListener... more) {
+  private MsgQueueRepository repository(boolean coalescing, ExecuteListener... more) {
     DSLContext ctx = DSL.using(db.dataSource(), SQLDialect.POSTGRES);
     ctx.configuration().set(ExecuteListener.onExecuteStart(this::recordInsert));
     for (ExecuteListener listener : more) {
       ctx = ctx.configuration().deriveAppending(listener).dsl();
     }
-    return MessageQueueRepository.create(ctx, MsgQueueConfig.builder().publishCoalescing(coalescing).build());
+    return MsgQueueRepository.create(ctx, MsgQueueConfig.builder().publishCoalescing(coalescing).build());
   }
 
   private void recordInsert(ExecuteContext ctx) {
@@ -123,7 +123,7 @@ class PublishCoalescingIT {
 
   @Test
   void everyCallerGetsItsOwnMessagesIdAndTheStatementsAreFarFewerThanThePublishes() throws Exception {
-    MessageQueueRepository repository = repository(true);
+    MsgQueueRepository repository = repository(true);
     QueueSpec spec = QueueSpec.autoDeleted("coalesced");
     repository.bindQueue(spec);
     int perThread = 40;
@@ -151,7 +151,7 @@ class PublishCoalescingIT {
 
   @Test
   void withCoalescingOffEachPublishIsItsOwnStatement() throws Exception {
-    MessageQueueRepository repository = repository(false);
+    MsgQueueRepository repository = repository(false);
     QueueSpec spec = QueueSpec.autoDeleted("uncoalesced");
     repository.bindQueue(spec);
 
@@ -164,7 +164,7 @@ class PublishCoalescingIT {
 
   @Test
   void aMissingDurableQueueFailsOnlyTheCallersThatNamedIt() throws Exception {
-    MessageQueueRepository repository = repository(true);
+    MsgQueueRepository repository = repository(true);
     QueueSpec existing = QueueSpec.durable("present");
     QueueSpec missing = QueueSpec.durable("absent");
     repository.bindQueue(existing);
@@ -191,7 +191,7 @@ class PublishCoalescingIT {
         throw new DataAccessException("rejected by the test: poison");
       }
     });
-    MessageQueueRepository repository = repository(true, rejectPoison);
+    MsgQueueRepository repository = repository(true, rejectPoison);
     QueueSpec spec = QueueSpec.autoDeleted("one-bad-message");
     repository.bindQueue(spec);
 
@@ -211,7 +211,7 @@ class PublishCoalescingIT {
   @Test
   void aHealDuringACoalescedBatchStoresEveryMessageWithNoOrphan() throws Exception {
     QueueSpec spec = QueueSpec.autoDeleted("healed-coalesced");
-    MessageQueueRepository reaper = MessageQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
+    MsgQueueRepository reaper = MsgQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
     AtomicInteger itemInserts = new AtomicInteger();
     // The first flush is held back so the others queue up; just before the second (a batch) the queue is reaped.
     ExecuteListener reapBeforeTheBatch = ExecuteListener.onExecuteStart(ctx -> {
@@ -227,7 +227,7 @@ class PublishCoalescingIT {
         assertThat(reaper.reapIdleQueues()).contains("healed-coalesced");
       }
     });
-    MessageQueueRepository repository = repository(true, reapBeforeTheBatch);
+    MsgQueueRepository repository = repository(true, reapBeforeTheBatch);
     repository.bindQueue(spec);
 
     List<Future<List<Long>>> futures = publishConcurrently(1, (thread, n) -> repository.publish(spec, "{}"));
@@ -272,7 +272,7 @@ class PublishCoalescingIT {
         terminateBackendOf(ctx.connection());
       }
     });
-    MessageQueueRepository repository = repository(true, killSecondBatch);
+    MsgQueueRepository repository = repository(true, killSecondBatch);
     QueueSpec spec = QueueSpec.autoDeleted("killed-mid-batch");
     repository.bindQueue(spec);
 

@@ -28,15 +28,15 @@ class PublishFastPathIT {
     this.rows = new QueueRows(db.dsl());
   }
 
-  private MessageQueueRepository repository(Duration keepAlive) {
-    return MessageQueueRepository.create(db.dataSource(), MsgQueueConfig.builder()
+  private MsgQueueRepository repository(Duration keepAlive) {
+    return MsgQueueRepository.create(db.dataSource(), MsgQueueConfig.builder()
         .keepAliveInterval(keepAlive).reapIdleThreshold(keepAlive.multipliedBy(4)).build());
   }
 
   @Test
   void aSecondPublisherDoesNotWaitForAnUncommittedPublish() {
     QueueSpec spec = QueueSpec.autoDeleted("hot");
-    MessageQueueRepository repository = repository(Duration.ofMinutes(5));
+    MsgQueueRepository repository = repository(Duration.ofMinutes(5));
     repository.bindQueue(spec);
 
     try (Session first = Session.open(db); Session second = Session.open(db).lockTimeout(Duration.ofMillis(200))) {
@@ -54,7 +54,7 @@ class PublishFastPathIT {
   @Test
   void theOnlyLockAPublishHoldsOnTheQueueRowIsKeyShare() {
     QueueSpec spec = QueueSpec.autoDeleted("locks");
-    MessageQueueRepository repository = repository(Duration.ofMinutes(5));
+    MsgQueueRepository repository = repository(Duration.ofMinutes(5));
     repository.bindQueue(spec);
 
     try (Session publisher = Session.open(db); Session probe = Session.open(db)) {
@@ -78,7 +78,7 @@ class PublishFastPathIT {
   @Test
   void publishesWithinAKeepAliveIntervalLeaveTheQueueRowUntouched() {
     QueueSpec spec = QueueSpec.autoDeleted("quiet-parent");
-    MessageQueueRepository repository = repository(Duration.ofMinutes(1));
+    MsgQueueRepository repository = repository(Duration.ofMinutes(1));
     repository.bindQueue(spec);
     String boundVersion = rows.rowVersion("quiet-parent");
 
@@ -94,13 +94,13 @@ class PublishFastPathIT {
   @Test
   void aPublishOnceTheIntervalHasPassedRefreshesTheRowOnceThenLeavesItAlone() {
     QueueSpec spec = QueueSpec.autoDeleted("stale-parent");
-    MessageQueueRepository binder = repository(Duration.ofMinutes(1));
+    MsgQueueRepository binder = repository(Duration.ofMinutes(1));
     binder.bindQueue(spec);
     rows.makeIdle("stale-parent", Duration.ofMinutes(3));
     String staleVersion = rows.rowVersion("stale-parent");
     LocalDateTime staleLastActive = rows.queue("stale-parent").getLastActive();
     // A repository that has not refreshed this queue yet is due at once (as after an interval has passed).
-    MessageQueueRepository publisher = repository(Duration.ofMinutes(1));
+    MsgQueueRepository publisher = repository(Duration.ofMinutes(1));
 
     publisher.publish(spec, "{}");
 
@@ -119,7 +119,7 @@ class PublishFastPathIT {
   @Test
   void timestampsAreUtcWhateverTheSessionTimeZone() {
     QueueSpec spec = QueueSpec.durable("zoned");
-    MessageQueueRepository repository = repository(Duration.ofMinutes(5));
+    MsgQueueRepository repository = repository(Duration.ofMinutes(5));
     repository.bindQueue(spec);
 
     try (Session tokyo = Session.open(db)) {

@@ -34,7 +34,7 @@ class PublishReapStressIT {
   void publishersComingAndGoingAgainstALoopingReaperLoseNothing(TestDatabase db) throws Exception {
     MsgQueueConfig config = MsgQueueConfig.builder()
         .keepAliveInterval(Duration.ofMillis(100)).reapIdleThreshold(Duration.ofMillis(400)).build();
-    MessageQueueRepository repository = MessageQueueRepository.create(db.dataSource(), config);
+    MsgQueueRepository repository = MsgQueueRepository.create(db.dataSource(), config);
     QueueRows rows = new QueueRows(db.dsl());
     PublishOptions shortLived = PublishOptions.defaults().withTtl(Duration.ofMillis(150));
     Instant begin = Instant.now();
@@ -75,7 +75,7 @@ class PublishReapStressIT {
       tasks.add(pool.submit(() -> {
         while (Instant.now().isBefore(end)) {
           repository.reapIdleQueues().forEach(name -> reapsPerQueue.merge(name, 1, Integer::sum));
-          repository.deleteExpiredMessages();
+          repository.cleanUpExpiredMessages();
         }
         return null;
       }));

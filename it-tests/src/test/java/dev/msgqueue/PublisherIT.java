@@ -41,7 +41,7 @@ class PublisherIT {
     recorded.configuration().set(ExecuteListener.onExecuteStart(ctx -> statements.add(ctx.sql())));
     this.publisher = new Publisher(recorded, config,
         new IntervalThrottle(config.keepAliveInterval(), config.maxTrackedQueues()), Wakeups.from(config),
-        new AtomicReference<>(MessageQueueEvents.NONE));
+        new AtomicReference<>(MsgQueueEvents.NONE));
   }
 
   private List<Long> publish(DSLContext ctx, QueueSpec spec, String... payloads) {

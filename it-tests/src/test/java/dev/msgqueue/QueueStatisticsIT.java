@@ -21,11 +21,11 @@ import org.junit.jupiter.api.extension.ExtendWith;
 @ExtendWith(MsgQueueDatabaseExtension.class)
 class QueueStatisticsIT {
   private final TestDatabase db;
-  private final MessageQueueRepository repository;
+  private final MsgQueueRepository repository;
 
   QueueStatisticsIT(TestDatabase db) {
     this.db = db;
-    this.repository = MessageQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
+    this.repository = MsgQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
   }
 
   private void rows(String queue, int count, Field<LocalDateTime> readAfter, Field<LocalDateTime> expiresAt,

@@ -20,12 +20,12 @@ import org.junit.jupiter.api.extension.ExtendWith;
 class ReaperAndCleanupIT {
   private final TestDatabase db;
   private final QueueRows rows;
-  private final MessageQueueRepository repository;
+  private final MsgQueueRepository repository;
 
   ReaperAndCleanupIT(TestDatabase db) {
     this.db = db;
     this.rows = new QueueRows(db.dsl());
-    this.repository = MessageQueueRepository.create(db.dataSource(), MsgQueueConfig.builder()
+    this.repository = MsgQueueRepository.create(db.dataSource(), MsgQueueConfig.builder()
         .reapBatchSize(10).cleanupBatchSize(10).build());
   }
 
@@ -66,7 +66,7 @@ class ReaperAndCleanupIT {
   void deletesExpiredMessagesInBatchesIncludingOrphansAndKeepsUnexpiredOnes() {
     QueueSpec spec = QueueSpec.durable("cleanup");
     repository.bindQueue(spec);
-    repository.deleteExpiredMessages();
+    repository.cleanUpExpiredMessages();
     List<String> payloads = new ArrayList<>();
     IntStream.range(0, 35).forEach(i -> payloads.add("{\"i\": " + i + "}"));
     repository.publishBatch(spec, payloads);
@@ -80,7 +80,7 @@ class ReaperAndCleanupIT {
     db.dsl().deleteFrom(dev.msgqueue.jooq.Tables.MESSAGE_QUEUE)
         .where(dev.msgqueue.jooq.Tables.MESSAGE_QUEUE.NAME.eq("cleanup-gone")).execute();
 
-    assertThat(repository.deleteExpiredMessages()).isEqualTo(40);
+    assertThat(repository.cleanUpExpiredMessages()).isEqualTo(40);
 
     assertThat(rows.itemsOf("cleanup")).isEqualTo(2);
     assertThat(db.dsl().fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.isNull())).isZero();

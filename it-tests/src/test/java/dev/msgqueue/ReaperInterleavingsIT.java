@@ -35,16 +35,16 @@ class ReaperInterleavingsIT {
   private final TestDatabase db;
   private final QueueRows rows;
   private final MsgQueueConfig config = MsgQueueConfig.defaults();
-  private final MessageQueueRepository repository;
-  private final MessageQueueRepository reaper;
+  private final MsgQueueRepository repository;
+  private final MsgQueueRepository reaper;
   private final Session publisher;
   private final Session reaperSession;
 
   ReaperInterleavingsIT(TestDatabase db) {
     this.db = db;
     this.rows = new QueueRows(db.dsl());
-    this.repository = MessageQueueRepository.create(db.dataSource(), config);
-    this.reaper = MessageQueueRepository.create(db.dataSourceWithOptions(NEVER_WAIT), config);
+    this.repository = MsgQueueRepository.create(db.dataSource(), config);
+    this.reaper = MsgQueueRepository.create(db.dataSourceWithOptions(NEVER_WAIT), config);
     this.publisher = Session.open(db);
     this.reaperSession = Session.open(db);
   }
@@ -185,7 +185,7 @@ class ReaperInterleavingsIT {
   @Test
   void e1_aKeepAliveInFlightMakesTheReaperSkipTheQueueWithoutWaiting() {
     QueueSpec spec = idleQueue("case-e1");
-    assertThat(repository.inTransaction(publisher.dsl()).touch("case-e1")).isTrue();
+    assertThat(repository.inTransaction(publisher.dsl()).keepAlive("case-e1")).isTrue();
 
     assertThat(reaper.reapIdleQueues()).doesNotContain("case-e1");
     publisher.commit();
@@ -200,7 +200,7 @@ class ReaperInterleavingsIT {
     QueueSpec spec = idleQueue("case-e2");
     List<String> locked = MaintenanceStatements.lockIdleQueues(reaperSession.dsl(), config.reapIdleThreshold(), 10);
     try (Session keepAlive = Session.open(db).lockTimeout(Duration.ofMillis(500))) {
-      assertThat(repository.inTransaction(keepAlive.dsl()).touch("case-e2")).isFalse();
+      assertThat(repository.inTransaction(keepAlive.dsl()).keepAlive("case-e2")).isFalse();
       keepAlive.commit();
     }
     assertThat(MaintenanceStatements.deleteEmptyQueues(reaperSession.dsl(), locked)).containsExactly("case-e2");
@@ -213,10 +213,10 @@ class ReaperInterleavingsIT {
   @Test
   void e3_aThrottledKeepAliveInsideAPublishRacingTheReaperNeverWaits() {
     QueueSpec spec = QueueSpec.autoDeleted("case-e3");
-    MessageQueueRepository fresh = MessageQueueRepository.create(db.dataSource(), config);
+    MsgQueueRepository fresh = MsgQueueRepository.create(db.dataSource(), config);
     fresh.bindQueue(spec);
     rows.makeIdle("case-e3", IDLE);
-    MessageQueueRepository newReplica = MessageQueueRepository.create(db.dataSource(), config);
+    MsgQueueRepository newReplica = MsgQueueRepository.create(db.dataSource(), config);
     // A new replica's first publish is due a keep-alive: it writes lastActive inside the publisher's transaction.
     long id = newReplica.inTransaction(publisher.dsl()).publish(spec, "{}");
 

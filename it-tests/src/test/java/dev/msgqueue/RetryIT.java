@@ -42,12 +42,12 @@ class RetryIT {
 
   private final TestDatabase db;
   private final HikariDataSource pool;
-  private final MessageQueueRepository repository;
+  private final MsgQueueRepository repository;
 
   RetryIT(TestDatabase db) {
     this.db = db;
     this.pool = db.pool(4);
-    this.repository = MessageQueueRepository.create(pool, MsgQueueConfig.defaults());
+    this.repository = MsgQueueRepository.create(pool, MsgQueueConfig.defaults());
   }
 
   @AfterEach
@@ -121,7 +121,7 @@ class RetryIT {
     assertThat(untilReadable(id)).isGreaterThan(Duration.ofMinutes(29));
     assertThat(repository.extendLease(claimed, LONG_LEASE)).as("a stale receipt extends nothing").isEmpty();
     assertThat(repository.ack(claimed)).as("the old receipt acks nothing").isFalse();
-    assertThat(repository.nack(claimed, Duration.ZERO)).isFalse();
+    assertThat(repository.release(claimed, Duration.ZERO)).isFalse();
     assertThat(repository.claim(spec.name(), 1, LONG_LEASE)).as("still held").isEmpty();
     assertThat(repository.ack(extended)).isTrue();
     assertThat(repository.extendLease(extended, LONG_LEASE)).as("nothing to extend after the ack").isEmpty();
@@ -422,7 +422,7 @@ class RetryIT {
     assertThat(repository.republishDeadLetter(id)).as("held by a dead-letter consumer")
         .isEqualTo(RepublishOutcome.HELD);
     assertThat(row(id).getQueueId()).isEqualTo(dlq(spec));
-    assertThat(repository.nack(heldInDlq, Duration.ZERO)).isTrue();
+    assertThat(repository.release(heldInDlq, Duration.ZERO)).isTrue();
 
     db.dsl().deleteFrom(MESSAGE_QUEUE).where(MESSAGE_QUEUE.NAME.eq(spec.name())).execute();
     try (Session session = Session.open(db)) {
@@ -583,7 +583,7 @@ class RetryIT {
     assertThat(db.dsl().fetchCount(MESSAGE_QUEUE_ITEM_FAILURE, MESSAGE_QUEUE_ITEM_FAILURE.ITEM_ID.in(failing)))
         .isEqualTo(3);
 
-    repository.deleteExpiredMessages();
+    repository.cleanUpExpiredMessages();
 
     assertThat(db.dsl().select(MESSAGE_QUEUE_ITEM_FAILURE.ITEM_ID).from(MESSAGE_QUEUE_ITEM_FAILURE)
         .where(MESSAGE_QUEUE_ITEM_FAILURE.ITEM_ID.in(failing)).fetch(MESSAGE_QUEUE_ITEM_FAILURE.ITEM_ID))
@@ -613,7 +613,7 @@ class RetryIT {
         new Class<?>[] {DataSource.class}, (proxy, method, args) -> {
           throw new AssertionError("no SQL expected, but " + method.getName() + " was called");
         });
-    MessageQueueRepository offline = MessageQueueRepository.create(
+    MsgQueueRepository offline = MsgQueueRepository.create(
         DSL.using(unreachable, org.jooq.SQLDialect.POSTGRES), MsgQueueConfig.defaults());
     ClaimedMessage message = new ClaimedMessage(1, "q", org.jooq.JSONB.valueOf("1"), LocalDateTime.now());
     RetryPolicy policy = RetryPolicy.defaults("q-dlq");
@@ -627,7 +627,7 @@ class RetryIT {
     assertThatThrownBy(() -> offline.extendLeases(java.util.Arrays.asList(message, null), LONG_LEASE))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("index 1");
     assertThatThrownBy(() -> offline.extendLeases(
-        Collections.nCopies(MessageQueueRepository.MAX_BATCH_SIZE + 1, message), LONG_LEASE))
+        Collections.nCopies(MsgQueueRepository.MAX_BATCH_SIZE + 1, message), LONG_LEASE))
         .isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> offline.extendLeases(List.of(message), Duration.ofNanos(1)))
         .isInstanceOf(IllegalArgumentException.class);
@@ -640,7 +640,7 @@ class RetryIT {
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("dead-letter queue");
     assertThatThrownBy(() -> offline.deadLetters(" dlq", 10)).isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> offline.deadLetters("dlq", 0)).isInstanceOf(IllegalArgumentException.class);
-    assertThatThrownBy(() -> offline.deadLetters("dlq", 0, MessageQueueRepository.MAX_BATCH_SIZE + 1))
+    assertThatThrownBy(() -> offline.deadLetters("dlq", 0, MsgQueueRepository.MAX_BATCH_SIZE + 1))
         .isInstanceOf(IllegalArgumentException.class);
     assertThat(offline.extendLeases(List.of(), LONG_LEASE)).isEmpty();
     assertThat(offline.countRedeliveries(List.of(message), policy)).as("nothing redelivered: no SQL")

@@ -37,7 +37,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * Renders every statement msgqueue runs into {@code docs/statements.sql}, each under the Javadoc (with its locks) of
  * the method that defines it, parameters as {@code $n} as in a generic plan, and fails when the committed file differs.
  * The statements are captured while the API runs every path once against PostgreSQL (publish in autocommit and in a
- * transaction, heal, keep-alive, claim in both modes, ack, nack, release, lease extension, retries, dead letters,
+ * transaction, heal, keep-alive, claim in both modes, ack, release, release, lease extension, retries, dead letters,
  * statistics, the reaper, the cleanup and a housekeeper tick), so the file is what actually runs, not a copy.
  */
 @ExtendWith(MsgQueueDatabaseExtension.class)
@@ -81,7 +81,7 @@ class StatementsDocIT {
 
   private void runEveryPath() {
     QueueRows rows = new QueueRows(db.dsl());
-    MessageQueueRepository setup = MessageQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
+    MsgQueueRepository setup = MsgQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
     setup.bindQueue(QueueSpec.durable("orders"));
     Configuration capturing = new DefaultConfiguration()
         .set(db.dataSource())
@@ -92,7 +92,7 @@ class StatementsDocIT {
             capture(ctx.query());
           }
         }));
-    MessageQueueRepository queues = MessageQueueRepository.create(capturing.dsl(), MsgQueueConfig.defaults());
+    MsgQueueRepository queues = MsgQueueRepository.create(capturing.dsl(), MsgQueueConfig.defaults());
     QueueSpec orders = QueueSpec.durable("orders");
     QueueSpec events = QueueSpec.autoDeleted("events");
     RetryPolicy policy = RetryPolicy.builder("orders-dead-letters").maxDeliveries(2).build();
@@ -101,7 +101,7 @@ class StatementsDocIT {
     queues.publish(events, "{}");                                    // heal in autocommit
     queues.publishBatch(orders, List.of("{}", "{}", "{}", "{}", "{}", "{}", "{}", "{}"));
     queues.bindQueue(events);
-    queues.touch("events");
+    queues.keepAlive("events");
     capturing.dsl().transaction(tx -> {
       TransactionalQueue inTransaction = queues.inTransaction(tx.dsl());
       inTransaction.publish(orders, "{}");                           // publish in a caller's transaction
@@ -112,7 +112,7 @@ class StatementsDocIT {
     queues.ack(plain.get(0));
     queues.ackCount("orders", List.of(plain.get(1)));
     List<ClaimedMessage> leased = queues.claim("orders", 6, Duration.ofMinutes(5));
-    queues.nack(leased.get(0), Duration.ZERO);
+    queues.release(leased.get(0), Duration.ZERO);
     queues.release(List.of(leased.get(1)));
     ClaimedMessage extended = queues.extendLease(leased.get(2), Duration.ofMinutes(5)).orElseThrow();
     queues.extendLeases(List.of(extended, leased.get(3)), Duration.ofMinutes(5));
@@ -134,7 +134,7 @@ class StatementsDocIT {
     rows.expireItems("events");
     queues.reapIdleQueues();
     rows.expireItems("orders");
-    queues.deleteExpiredMessages();
+    queues.cleanUpExpiredMessages();
     assertThat(Housekeeper.builder(queues).build().runOnce().outcome()).isEqualTo(HousekeepingRun.Outcome.COMPLETED);
   }
 

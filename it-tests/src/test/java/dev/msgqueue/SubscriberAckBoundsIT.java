@@ -51,7 +51,7 @@ class SubscriberAckBoundsIT {
   private final TestDatabase db;
   private final HikariDataSource pool;
   private final ReceiptStatements statements = new ReceiptStatements();
-  private final MessageQueueRepository repository;
+  private final MsgQueueRepository repository;
   private final List<AutoCloseable> toClose = new ArrayList<>();
 
   SubscriberAckBoundsIT(TestDatabase db) {
@@ -61,7 +61,7 @@ class SubscriberAckBoundsIT {
         .statementTimeout(STATEMENT_TIMEOUT)
         .lockTimeout(STATEMENT_TIMEOUT)
         .build();
-    this.repository = MessageQueueRepository.create(
+    this.repository = MsgQueueRepository.create(
         DSL.using(pool, SQLDialect.POSTGRES).configuration()
             .derive(new DefaultExecuteListenerProvider(statements)).dsl(),
         config);

@@ -39,13 +39,13 @@ class SubscriberBatchingIT {
 
   private final TestDatabase db;
   private final HikariDataSource pool;
-  private final MessageQueueRepository repository;
+  private final MsgQueueRepository repository;
   private final List<AutoCloseable> toClose = new ArrayList<>();
 
   SubscriberBatchingIT(TestDatabase db) {
     this.db = db;
     this.pool = db.pool(8);
-    this.repository = MessageQueueRepository.create(pool, MsgQueueConfig.defaults());
+    this.repository = MsgQueueRepository.create(pool, MsgQueueConfig.defaults());
   }
 
   @AfterEach
@@ -211,7 +211,7 @@ class SubscriberBatchingIT {
     QueueSpec spec = QueueSpec.durable("ack-flush-fails");
     repository.bindQueue(spec);
     FailingDataSource failing = new FailingDataSource(pool);
-    MessageQueueRepository faulty = MessageQueueRepository.create(failing, MsgQueueConfig.defaults());
+    MsgQueueRepository faulty = MsgQueueRepository.create(failing, MsgQueueConfig.defaults());
     List<Long> ids = repository.publishBatch(spec, List.of("1", "2", "3"));
     Map<Long, AtomicInteger> deliveries = new ConcurrentHashMap<>();
     failing.failDeletes.set(true); // acks are the subscriber's only DELETE; its claims still work
@@ -233,7 +233,7 @@ class SubscriberBatchingIT {
   void aQueueRowHeldByAnotherTransactionNeverStallsDelivery() throws Exception {
     // A caller's transaction writes the queue row (as a keep-alive inside it would) and holds it for 3.5 s. The
     // subscriber's keep-alive finds the row busy meanwhile; it must neither wait for it nor stop claiming.
-    MessageQueueRepository keepingAlive = MessageQueueRepository.create(pool, MsgQueueConfig.builder()
+    MsgQueueRepository keepingAlive = MsgQueueRepository.create(pool, MsgQueueConfig.builder()
         .keepAliveInterval(Duration.ofMillis(100)).reapIdleThreshold(Duration.ofSeconds(10)).build());
     QueueSpec spec = QueueSpec.autoDeleted("held-queue-row");
     Map<Long, Long> publishedAt = new ConcurrentHashMap<>();

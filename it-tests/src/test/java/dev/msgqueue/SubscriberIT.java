@@ -37,13 +37,13 @@ class SubscriberIT {
 
   private final TestDatabase db;
   private final HikariDataSource pool;
-  private final MessageQueueRepository repository;
+  private final MsgQueueRepository repository;
   private final List<AutoCloseable> toClose = new ArrayList<>();
 
   SubscriberIT(TestDatabase db) {
     this.db = db;
     this.pool = db.pool(8);
-    this.repository = MessageQueueRepository.create(pool, MsgQueueConfig.defaults());
+    this.repository = MsgQueueRepository.create(pool, MsgQueueConfig.defaults());
   }
 
   @AfterEach
@@ -276,7 +276,7 @@ class SubscriberIT {
   void aLiveSubscriberKeepsAnIdleAutoDeletedQueueAliveUntilItCloses() throws Exception {
     // Touches every 500 ms against a 3 s threshold: 2.5 s of slack for a loaded machine.
     Duration threshold = Duration.ofSeconds(3);
-    MessageQueueRepository shortLived = MessageQueueRepository.create(pool, MsgQueueConfig.builder()
+    MsgQueueRepository shortLived = MsgQueueRepository.create(pool, MsgQueueConfig.builder()
         .keepAliveInterval(Duration.ofMillis(500)).reapIdleThreshold(threshold).build());
     QueueSpec spec = QueueSpec.autoDeleted("kept-alive");
     Subscriber subscriber = Subscriber.builder(shortLived, spec, message -> { })

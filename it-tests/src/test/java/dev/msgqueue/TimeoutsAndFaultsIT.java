@@ -41,15 +41,15 @@ class TimeoutsAndFaultsIT {
     this.rows = new QueueRows(db.dsl());
   }
 
-  private MessageQueueRepository repository(Duration statementTimeout, Duration lockTimeout) {
-    return MessageQueueRepository.create(db.dataSource(), MsgQueueConfig.builder()
+  private MsgQueueRepository repository(Duration statementTimeout, Duration lockTimeout) {
+    return MsgQueueRepository.create(db.dataSource(), MsgQueueConfig.builder()
         .statementTimeout(statementTimeout).lockTimeout(lockTimeout).build());
   }
 
   @Test
   void aPublishBlockedByAHeldQueueRowFailsFastWithATypedTimeout() {
     QueueSpec spec = QueueSpec.autoDeleted("held-queue");
-    MessageQueueRepository repository = repository(Duration.ofSeconds(1), Duration.ofMillis(500));
+    MsgQueueRepository repository = repository(Duration.ofSeconds(1), Duration.ofMillis(500));
     repository.bindQueue(spec);
 
     try (Session holder = Session.open(db)) {
@@ -68,7 +68,7 @@ class TimeoutsAndFaultsIT {
   @Test
   void theReaperSkipsAQueueWhoseExpiredMessageAConsumerHoldsAndReapsItOnceReleased() {
     QueueSpec spec = QueueSpec.autoDeleted("reaper-held");
-    MessageQueueRepository repository = repository(Duration.ofSeconds(30), Duration.ofMillis(200));
+    MsgQueueRepository repository = repository(Duration.ofSeconds(30), Duration.ofMillis(200));
     repository.bindQueue(spec);
     long id = repository.publish(spec, "{}");
     rows.expireItems("reaper-held");
@@ -90,7 +90,7 @@ class TimeoutsAndFaultsIT {
   @Test
   void aPublishWhoseConnectionIsKilledRaisesATypedOutcomeUnknownException() throws Exception {
     QueueSpec spec = QueueSpec.autoDeleted("killed");
-    MessageQueueRepository repository = repository(Duration.ofSeconds(30), Duration.ofSeconds(5));
+    MsgQueueRepository repository = repository(Duration.ofSeconds(30), Duration.ofSeconds(5));
     repository.bindQueue(spec);
 
     try (Session holder = Session.open(db)) {
@@ -123,7 +123,7 @@ class TimeoutsAndFaultsIT {
         + " 'BEGIN PERFORM pg_catalog.pg_terminate_backend(pg_catalog.pg_backend_pid()); END'");
     try {
       DataSource notifyDies = db.dataSourceWithOptions("-c search_path=public,pg_catalog");
-      MessageQueueRepository repository = MessageQueueRepository.create(notifyDies, MsgQueueConfig.defaults());
+      MsgQueueRepository repository = MsgQueueRepository.create(notifyDies, MsgQueueConfig.defaults());
       QueueSpec spec = QueueSpec.autoDeleted("wakeup-dies");
       repository.bindQueue(spec);
 

@@ -45,11 +45,11 @@ class WakeupsIT {
     pool.close();
   }
 
-  private MessageQueueRepository repository(MsgQueueConfig.Builder config) {
-    return MessageQueueRepository.create(pool, config.build());
+  private MsgQueueRepository repository(MsgQueueConfig.Builder config) {
+    return MsgQueueRepository.create(pool, config.build());
   }
 
-  private QueueSpec bound(MessageQueueRepository repository, String name) {
+  private QueueSpec bound(MsgQueueRepository repository, String name) {
     QueueSpec spec = QueueSpec.durable(name);
     repository.bindQueue(spec);
     return spec;
@@ -74,7 +74,7 @@ class WakeupsIT {
 
   @Test
   void atMostOneNotificationPerQueuePerWindowCarryingOnlyTheQueueName() throws Exception {
-    MessageQueueRepository repository = repository(MsgQueueConfig.builder().wakeupWindow(Duration.ofHours(1)));
+    MsgQueueRepository repository = repository(MsgQueueConfig.builder().wakeupWindow(Duration.ofHours(1)));
     QueueSpec a = bound(repository, "coalesced-a");
     QueueSpec b = bound(repository, "coalesced-b");
     QueueSpec c = bound(repository, "coalesced-c");
@@ -92,7 +92,7 @@ class WakeupsIT {
   @Test
   void aNewWindowNotifiesAgain() throws Exception {
     Duration window = Duration.ofMillis(200);
-    MessageQueueRepository repository = repository(MsgQueueConfig.builder().wakeupWindow(window));
+    MsgQueueRepository repository = repository(MsgQueueConfig.builder().wakeupWindow(window));
     QueueSpec a = bound(repository, "windowed");
     QueueSpec marker = bound(repository, "windowed-marker");
 
@@ -106,8 +106,8 @@ class WakeupsIT {
 
   @Test
   void noNotificationWhenTurnedOff() throws Exception {
-    MessageQueueRepository silent = repository(MsgQueueConfig.builder().wakeupNotifications(false));
-    MessageQueueRepository notifying = repository(MsgQueueConfig.builder());
+    MsgQueueRepository silent = repository(MsgQueueConfig.builder().wakeupNotifications(false));
+    MsgQueueRepository notifying = repository(MsgQueueConfig.builder());
     QueueSpec quiet = bound(silent, "quiet");
     QueueSpec marker = bound(notifying, "quiet-marker");
 
@@ -120,7 +120,7 @@ class WakeupsIT {
 
   @Test
   void aRolledBackPublishSendsNothing() throws Exception {
-    MessageQueueRepository repository = repository(MsgQueueConfig.builder());
+    MsgQueueRepository repository = repository(MsgQueueConfig.builder());
     QueueSpec rolledBack = bound(repository, "rolled-back");
     QueueSpec marker = bound(repository, "rolled-back-marker");
 

@@ -1,4 +1,4 @@
--- The privileges a service's database role needs to run the whole msgqueue API (publish, claim/ack/nack, bindQueue,
+-- The privileges a service's database role needs to run the whole msgqueue API (publish, claim/ack/release, bindQueue,
 -- touch, lease extension, retries and dead letters, the reaper, expired-message cleanup, Subscriber, WakeupListener,
 -- Housekeeper), and nothing more. Run it after
 -- `liquibase update` as the owner of the schema and of the tables (typically the migration role that applied the

@@ -1,6 +1,6 @@
 package dev.msgqueue.bench;
 
-import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.MsgQueueRepository;
 import dev.msgqueue.MsgQueueConfig;
 import java.io.IOException;
 import java.io.PrintStream;
@@ -12,7 +12,7 @@ import java.util.List;
 import java.util.Locale;
 
 /**
- * Scenario 2: {@link MessageQueueRepository#publishBatch} from one publisher, at each batch size, to the same hot
+ * Scenario 2: {@link MsgQueueRepository#publishBatch} from one publisher, at each batch size, to the same hot
  * auto-deleted queue as scenario 1. Batch size 1 is the single-message rate the others are compared with.
  */
 final class BatchingScenario implements Scenario {
@@ -56,7 +56,7 @@ final class BatchingScenario implements Scenario {
     for (int batchSize : options.batchSizes()) {
       context.step(String.format(Locale.ROOT, "batching: publishBatch of %d", batchSize));
       database.reset();
-      MessageQueueRepository repository = MessageQueueRepository.create(database.control(), config);
+      MsgQueueRepository repository = MsgQueueRepository.create(database.control(), config);
       repository.bindQueue(message.queue());
       database.flushStatistics();
       measured.add(ClosedLoopCell.run(database, Strategies.msgqueueBatch(message, repository, batchSize), PUBLISHERS,
@@ -66,7 +66,7 @@ final class BatchingScenario implements Scenario {
     for (int batchSize : options.batchSizes()) {
       context.step(String.format(Locale.ROOT, "batching: COPY of %d", batchSize));
       database.reset();
-      MessageQueueRepository.create(database.control(), config).bindQueue(message.queue());
+      MsgQueueRepository.create(database.control(), config).bindQueue(message.queue());
       database.flushStatistics();
       copied.add(ClosedLoopCell.run(database, Strategies.copyBatch(message, batchSize), PUBLISHERS,
           options.warmup(), options.cellDuration()));

@@ -5,7 +5,7 @@ import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.msgqueue.ClaimedMessage;
-import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.MsgQueueRepository;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.QueueSpec;
 import dev.msgqueue.Subscriber;
@@ -147,7 +147,7 @@ final class DrainScenario implements Scenario {
   }
 
   private static void preload(DSLContext control, int messages) {
-    MessageQueueRepository.create(control, MsgQueueConfig.defaults()).bindQueue(QueueSpec.durable(QUEUE));
+    MsgQueueRepository.create(control, MsgQueueConfig.defaults()).bindQueue(QueueSpec.durable(QUEUE));
     var series = DSL.generateSeries(1, messages).as("n");
     control.insertInto(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.PAYLOAD, MESSAGE_QUEUE_ITEM.READ_AFTER,
             MESSAGE_QUEUE_ITEM.EXPIRES_AT, MESSAGE_QUEUE_ITEM.QUEUE_ID)
@@ -181,7 +181,7 @@ final class DrainScenario implements Scenario {
 
   private boolean loops(HikariDataSource pool, Cell cell, AtomicLong statements, AtomicLong consumed)
       throws Exception {
-    MessageQueueRepository repository = MessageQueueRepository.create(pool, MsgQueueConfig.defaults());
+    MsgQueueRepository repository = MsgQueueRepository.create(pool, MsgQueueConfig.defaults());
     ExecutorService threads = Executors.newFixedThreadPool(cell.concurrency());
     try {
       List<Future<?>> running = new ArrayList<>();
@@ -265,7 +265,7 @@ final class DrainScenario implements Scenario {
     }
   }
 
-  private static void repositoryLoop(MessageQueueRepository repository, AtomicLong statements, AtomicLong consumed) {
+  private static void repositoryLoop(MsgQueueRepository repository, AtomicLong statements, AtomicLong consumed) {
     while (true) {
       statements.incrementAndGet();
       List<ClaimedMessage> claimed = repository.claim(QUEUE, BATCH);
@@ -284,7 +284,7 @@ final class DrainScenario implements Scenario {
       AtomicLong consumed) throws InterruptedException {
     DSLContext counted = DSL.using(new DefaultConfiguration().set(pool).set(SQLDialect.POSTGRES)
         .set(new CountingListener(statements)));
-    MessageQueueRepository repository = MessageQueueRepository.create(counted, MsgQueueConfig.defaults());
+    MsgQueueRepository repository = MsgQueueRepository.create(counted, MsgQueueConfig.defaults());
     Subscriber.Builder builder = Subscriber.builder(repository, QueueSpec.durable(QUEUE), message -> {
       message.payload();
       consumed.incrementAndGet();

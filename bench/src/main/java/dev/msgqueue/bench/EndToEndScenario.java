@@ -5,7 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.msgqueue.ClaimedMessage;
-import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.MsgQueueRepository;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.QueueSpec;
 import dev.msgqueue.Subscriber;
@@ -111,7 +111,7 @@ final class EndToEndScenario implements Scenario {
     try (HikariDataSource pool = new HikariDataSource(poolConfig);
         // The publisher's own connection: it never waits for a pool connection the handlers hold.
         Connection publisherConnection = database.connect()) {
-      MessageQueueRepository repository = MessageQueueRepository.create(pool, config);
+      MsgQueueRepository repository = MsgQueueRepository.create(pool, config);
       // The same repository's coalescing, as one service sharing one repository would have it.
       TransactionalQueue publisher =
           repository.inTransaction(DSL.using(publisherConnection, SQLDialect.POSTGRES));

@@ -1,6 +1,6 @@
 package dev.msgqueue.bench;
 
-import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.MsgQueueRepository;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.QueueSpec;
 import com.zaxxer.hikari.HikariConfig;
@@ -158,19 +158,19 @@ final class PublishContentionScenario implements Scenario {
    */
   private static PreparedCell prepareCell(BenchDatabase database, MsgQueueConfig config, int publishers) {
     database.reset();
-    MessageQueueRepository repository = MessageQueueRepository.create(database.control(), config);
+    MsgQueueRepository repository = MsgQueueRepository.create(database.control(), config);
     repository.bindQueue(HOT_QUEUE);
     HikariConfig poolConfig = new HikariConfig();
     poolConfig.setJdbcUrl(database.url());
     poolConfig.setMaximumPoolSize(Math.max(2, Math.min(publishers, MSGQUEUE_POOL_SIZE)));
     poolConfig.setMinimumIdle(0);
     HikariDataSource pool = new HikariDataSource(poolConfig);
-    MessageQueueRepository pooled = MessageQueueRepository.create(pool, config);
+    MsgQueueRepository pooled = MsgQueueRepository.create(pool, config);
     database.flushStatistics();
     return new PreparedCell(repository, pooled, pool);
   }
 
-  private record PreparedCell(MessageQueueRepository repository, MessageQueueRepository pooled,
+  private record PreparedCell(MsgQueueRepository repository, MsgQueueRepository pooled,
       HikariDataSource pool) implements AutoCloseable {
     PublishStrategy strategy(String strategyId, Strategies.Message message) {
       return switch (strategyId) {

@@ -2,7 +2,7 @@ package dev.msgqueue.bench;
 
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE;
 
-import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.MsgQueueRepository;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.QueueSpec;
 import java.io.IOException;
@@ -31,7 +31,7 @@ import org.jooq.impl.DSL;
  *
  * <p>Each run pairs a publish strategy with a reaper: {@code idle-only}, the one-statement reaper fleets commonly run
  * (deletes every auto-deleted queue idle longer than the threshold), or {@code msgqueue}'s
- * {@link MessageQueueRepository#reapIdleQueues} (also skips queues that hold unexpired items). Pairing each publish
+ * {@link MsgQueueRepository#reapIdleQueues} (also skips queues that hold unexpired items). Pairing each publish
  * path with each reaper shows which mechanism prevents what.
  */
 final class ReaperRaceScenario implements Scenario {
@@ -96,7 +96,7 @@ final class ReaperRaceScenario implements Scenario {
   private Row runOne(BenchDatabase database, MsgQueueConfig config, String strategyId, String reaperKind)
       throws SQLException, InterruptedException {
     database.reset();
-    MessageQueueRepository repository = MessageQueueRepository.create(database.control(), config);
+    MsgQueueRepository repository = MsgQueueRepository.create(database.control(), config);
     repository.bindQueue(PUBLISHER_ONLY_QUEUE);
     database.flushStatistics();
     Strategies.Message message = new Strategies.Message(PUBLISHER_ONLY_QUEUE, BenchContext.PAYLOAD, MESSAGE_TTL);
@@ -112,7 +112,7 @@ final class ReaperRaceScenario implements Scenario {
           .where(MESSAGE_QUEUE.AUTO_DELETED.isTrue())
           .and(MESSAGE_QUEUE.LAST_ACTIVE.lt(BenchSql.utcNowMinus(config.reapIdleThreshold())))
           .execute();
-      case MSGQUEUE_REAPER -> ctx -> MessageQueueRepository.create(ctx, config).reapIdleQueues().size();
+      case MSGQUEUE_REAPER -> ctx -> MsgQueueRepository.create(ctx, config).reapIdleQueues().size();
       default -> throw new IllegalStateException(reaperKind);
     };
 

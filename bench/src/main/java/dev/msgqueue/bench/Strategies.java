@@ -6,7 +6,7 @@ import static org.jooq.impl.DSL.name;
 import static org.jooq.impl.DSL.select;
 import static org.jooq.impl.DSL.val;
 
-import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.MsgQueueRepository;
 import dev.msgqueue.PublishOptions;
 import dev.msgqueue.QueueSpec;
 import dev.msgqueue.TransactionalQueue;
@@ -88,11 +88,11 @@ final class Strategies {
   }
 
   /**
-   * This project's publish path as a service uses it, {@link MessageQueueRepository#publish} on a repository over a
+   * This project's publish path as a service uses it, {@link MsgQueueRepository#publish} on a repository over a
    * connection pool ({@code pooledRepository}), with publish coalescing on (the default): concurrent publishes share
    * statements and commits. The publisher's own connection is left idle.
    */
-  static PublishStrategy msgqueue(Message message, MessageQueueRepository pooledRepository) {
+  static PublishStrategy msgqueue(Message message, MsgQueueRepository pooledRepository) {
     PublishOptions options = PublishOptions.defaults().withTtl(message.ttl());
     return strategy(MSGQUEUE, ctx -> () -> {
       pooledRepository.publish(message.queue(), message.payload(), options);
@@ -101,17 +101,17 @@ final class Strategies {
   }
 
   /**
-   * This project's publish path without coalescing, {@link MessageQueueRepository#publish}: payload validation, the
+   * This project's publish path without coalescing, {@link MsgQueueRepository#publish}: payload validation, the
    * KEY SHARE insert, the throttled keep-alive and the heal, one statement per publish. All publishers share
    * {@code repository} (as all threads of one service do: its keep-alive throttle is per repository), each through a
    * view on its own autocommit connection (views never coalesce).
    */
-  static PublishStrategy msgqueueUncoalesced(Message message, MessageQueueRepository repository) {
+  static PublishStrategy msgqueueUncoalesced(Message message, MsgQueueRepository repository) {
     return msgqueueUncoalesced(MSGQUEUE_UNCOALESCED, message, repository);
   }
 
-  /** {@link #msgqueueUncoalesced(Message, MessageQueueRepository)} reported under {@code id}. */
-  static PublishStrategy msgqueueUncoalesced(String id, Message message, MessageQueueRepository repository) {
+  /** {@link #msgqueueUncoalesced(Message, MsgQueueRepository)} reported under {@code id}. */
+  static PublishStrategy msgqueueUncoalesced(String id, Message message, MsgQueueRepository repository) {
     PublishOptions options = PublishOptions.defaults().withTtl(message.ttl());
     return strategy(id, ctx -> {
       TransactionalQueue onThisConnection = repository.inTransaction(ctx);
@@ -133,8 +133,8 @@ final class Strategies {
     });
   }
 
-  /** {@link MessageQueueRepository#publishBatch} with {@code batchSize} copies of the payload per call. */
-  static PublishStrategy msgqueueBatch(Message message, MessageQueueRepository repository, int batchSize) {
+  /** {@link MsgQueueRepository#publishBatch} with {@code batchSize} copies of the payload per call. */
+  static PublishStrategy msgqueueBatch(Message message, MsgQueueRepository repository, int batchSize) {
     PublishOptions options = PublishOptions.defaults().withTtl(message.ttl());
     List<String> batch = Collections.nCopies(batchSize, message.payload().data());
     return strategy("msgqueue-batch-" + batchSize, ctx -> {

@@ -4,7 +4,7 @@ import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
-import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.MsgQueueRepository;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.QueueSpec;
 import dev.msgqueue.Subscriber;
@@ -80,7 +80,7 @@ final class SustainedScenario implements Scenario {
     poolConfig.setMaximumPoolSize(PUBLISHERS + 4);
     poolConfig.setPoolName("sustained");
     try (HikariDataSource pool = new HikariDataSource(poolConfig)) {
-      MessageQueueRepository repository = MessageQueueRepository.create(pool, MsgQueueConfig.defaults());
+      MsgQueueRepository repository = MsgQueueRepository.create(pool, MsgQueueConfig.defaults());
       QueueSpec queue = QueueSpec.durable(QUEUE);
       repository.bindQueue(queue);
       Map<Long, Long> publishedAt = new ConcurrentHashMap<>();

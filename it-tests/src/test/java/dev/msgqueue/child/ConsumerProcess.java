@@ -6,7 +6,7 @@ import static org.jooq.impl.DSL.table;
 
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
-import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.MsgQueueRepository;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.QueueSpec;
 import dev.msgqueue.Subscriber;
@@ -47,7 +47,7 @@ public final class ConsumerProcess {
     poolConfig.setPoolName(consumer);
     HikariDataSource pool = new HikariDataSource(poolConfig);
     DSLContext dsl = DSL.using(pool, SQLDialect.POSTGRES);
-    MessageQueueRepository repository = MessageQueueRepository.create(pool, MsgQueueConfig.defaults());
+    MsgQueueRepository repository = MsgQueueRepository.create(pool, MsgQueueConfig.defaults());
     WakeupListener listener = WakeupListener.start(() -> {
       java.util.Properties properties = new java.util.Properties();
       properties.setProperty("ApplicationName", consumer);

@@ -3,7 +3,7 @@ package dev.msgqueue.example;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.zaxxer.hikari.HikariDataSource;
-import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.MsgQueueRepository;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.QueueSpec;
 import dev.msgqueue.Subscriber;
@@ -32,7 +32,7 @@ class ConsumingExampleIT {
     try (HikariDataSource pool = db.pool(4)) {
       // --- example start ---
       // Once per process: the repository (on your pool) and one LISTEN connection (its own, not from the pool).
-      MessageQueueRepository queues = MessageQueueRepository.create(pool, MsgQueueConfig.defaults());
+      MsgQueueRepository queues = MsgQueueRepository.create(pool, MsgQueueConfig.defaults());
       WakeupListener wakeups = WakeupListener.start(db::connect); // e.g. () -> DriverManager.getConnection(url, props)
 
       QueueSpec orders = QueueSpec.durable("orders");

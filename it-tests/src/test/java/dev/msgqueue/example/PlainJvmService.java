@@ -3,7 +3,7 @@ package dev.msgqueue.example;
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.msgqueue.Housekeeper;
-import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.MsgQueueRepository;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.QueueSpec;
 import dev.msgqueue.Subscriber;
@@ -43,7 +43,7 @@ public final class PlainJvmService {
       applySchema(pool);
 
       // One repository per service, shared by every thread.
-      MessageQueueRepository queues = MessageQueueRepository.create(pool, MsgQueueConfig.defaults());
+      MsgQueueRepository queues = MsgQueueRepository.create(pool, MsgQueueConfig.defaults());
       QueueSpec orders = QueueSpec.durable("orders");
       CountDownLatch handled = new CountDownLatch(3);
 

@@ -2,7 +2,7 @@ package dev.msgqueue.it;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.MsgQueueRepository;
 import dev.msgqueue.jooq.Tables;
 import java.io.IOException;
 import java.lang.module.ModuleDescriptor;
@@ -23,7 +23,7 @@ class PublishedJarsIT {
 
   @Test
   void coreIsAModuleThatExportsTheApiPackageAlone() throws Exception {
-    Path jar = Path.of(((JarURLConnection) resource(MessageQueueRepository.class).openConnection()).getJarFileURL()
+    Path jar = Path.of(((JarURLConnection) resource(MsgQueueRepository.class).openConnection()).getJarFileURL()
         .toURI());
     ModuleDescriptor core = ModuleFinder.of(jar).findAll().iterator().next().descriptor();
 

@@ -1,7 +1,7 @@
 package dev.msgqueue.spring;
 
 import dev.msgqueue.Housekeeper;
-import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.MsgQueueRepository;
 import dev.msgqueue.MicrometerMetrics;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.WakeupListener;
@@ -29,7 +29,7 @@ import org.springframework.util.ClassUtils;
 /**
  * msgqueue for a Spring Boot application with a jOOQ {@link DSLContext}:
  * <ul>
- *   <li>a {@link MessageQueueRepository} over the application's {@code DSLContext}, so a publish inside a
+ *   <li>a {@link MsgQueueRepository} over the application's {@code DSLContext}, so a publish inside a
  *       {@code @Transactional} method joins that transaction (Boot's {@code DSLContext} runs on the transaction's
  *       connection), while the keep-alive and the re-creation of a reaped queue run on the pool's own connections in
  *       autocommit, so no publisher waits for another one's transaction;</li>
@@ -47,7 +47,7 @@ import org.springframework.util.ClassUtils;
 @AutoConfiguration(afterName = {
     "org.springframework.boot.autoconfigure.jooq.JooqAutoConfiguration", // Boot 3
     "org.springframework.boot.jooq.autoconfigure.JooqAutoConfiguration"}) // Boot 4
-@ConditionalOnClass({MessageQueueRepository.class, DSLContext.class})
+@ConditionalOnClass({MsgQueueRepository.class, DSLContext.class})
 @ConditionalOnBean(DSLContext.class)
 @EnableConfigurationProperties(MsgQueueProperties.class)
 public class MsgQueueAutoConfiguration {
@@ -60,10 +60,10 @@ public class MsgQueueAutoConfiguration {
 
   @Bean
   @ConditionalOnMissingBean
-  public MessageQueueRepository messageQueueRepository(DSLContext dsl, DataSource dataSource, MsgQueueConfig config) {
+  public MsgQueueRepository msgQueueRepository(DSLContext dsl, DataSource dataSource, MsgQueueConfig config) {
     // Statements on the application's context join a @Transactional method's transaction; the keep-alive and the
     // re-creation of a reaped queue run in autocommit on the pool itself, so no publisher waits for that transaction.
-    return MessageQueueRepository.create(withoutSpringExceptionTranslation(dsl), unproxied(dataSource), config);
+    return MsgQueueRepository.create(withoutSpringExceptionTranslation(dsl), unproxied(dataSource), config);
   }
 
   /** The pool behind a transaction-aware proxy: connections of their own, outside any caller's transaction. */
@@ -110,7 +110,7 @@ public class MsgQueueAutoConfiguration {
   @Bean(destroyMethod = "close")
   @ConditionalOnMissingBean
   @ConditionalOnProperty(prefix = "msgqueue.housekeeper", name = "enabled", matchIfMissing = true)
-  public Housekeeper msgQueueHousekeeper(MessageQueueRepository repository, MsgQueueProperties properties) {
+  public Housekeeper msgQueueHousekeeper(MsgQueueRepository repository, MsgQueueProperties properties) {
     Housekeeper.Builder builder = Housekeeper.builder(repository);
     try {
       builder.interval(properties.getHousekeeper().getInterval());
@@ -121,7 +121,7 @@ public class MsgQueueAutoConfiguration {
   }
 
   @Bean
-  public static MsgQueueListenerRegistrar msgQueueListenerRegistrar(ObjectProvider<MessageQueueRepository> repository,
+  public static MsgQueueListenerRegistrar msgQueueListenerRegistrar(ObjectProvider<MsgQueueRepository> repository,
       ObjectProvider<WakeupListener> wakeups, ObjectProvider<MsgQueueProperties> properties) {
     return new MsgQueueListenerRegistrar(repository, wakeups, properties);
   }
@@ -136,7 +136,7 @@ public class MsgQueueAutoConfiguration {
   static class MetricsConfiguration {
     @Bean(destroyMethod = "close")
     @ConditionalOnMissingBean(value = MicrometerMetrics.class, name = "msgqueueMeterBinder")
-    MsgQueueMeterBinder msgqueueMeterBinder(MessageQueueRepository repository, MsgQueueProperties properties) {
+    MsgQueueMeterBinder msgqueueMeterBinder(MsgQueueRepository repository, MsgQueueProperties properties) {
       return new MsgQueueMeterBinder(repository, properties.getMetrics().getMaxQueueTags());
     }
   }

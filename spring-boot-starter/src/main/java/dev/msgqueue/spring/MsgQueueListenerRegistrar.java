@@ -2,7 +2,7 @@ package dev.msgqueue.spring;
 
 import dev.msgqueue.ClaimedMessage;
 import dev.msgqueue.MessageHandler;
-import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.MsgQueueRepository;
 import dev.msgqueue.QueueSpec;
 import dev.msgqueue.Subscriber;
 import dev.msgqueue.WakeupListener;
@@ -33,14 +33,14 @@ import org.springframework.util.ReflectionUtils;
 final class MsgQueueListenerRegistrar implements BeanPostProcessor, SmartLifecycle, EnvironmentAware {
   private static final Logger log = LoggerFactory.getLogger(MsgQueueListenerRegistrar.class);
 
-  private final ObjectProvider<MessageQueueRepository> repository;
+  private final ObjectProvider<MsgQueueRepository> repository;
   private final ObjectProvider<WakeupListener> wakeups;
   private final ObjectProvider<MsgQueueProperties> properties;
   private final List<ListenerMethod> methods = new CopyOnWriteArrayList<>();
   private final List<Subscriber> running = new ArrayList<>();
   private Environment environment;
 
-  MsgQueueListenerRegistrar(ObjectProvider<MessageQueueRepository> repository,
+  MsgQueueListenerRegistrar(ObjectProvider<MsgQueueRepository> repository,
       ObjectProvider<WakeupListener> wakeups, ObjectProvider<MsgQueueProperties> properties) {
     this.repository = repository;
     this.wakeups = wakeups;

@@ -1,6 +1,6 @@
 package dev.msgqueue.spring;
 
-import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.MsgQueueRepository;
 import dev.msgqueue.MicrometerMetrics;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.binder.MeterBinder;
@@ -12,11 +12,11 @@ import io.micrometer.core.instrument.binder.MeterBinder;
  * one wins (Boot binds to its composite registry when there are several).
  */
 final class MsgQueueMeterBinder implements MeterBinder, AutoCloseable {
-  private final MessageQueueRepository repository;
+  private final MsgQueueRepository repository;
   private final int maxQueueTags;
   private MicrometerMetrics bound;
 
-  MsgQueueMeterBinder(MessageQueueRepository repository, int maxQueueTags) {
+  MsgQueueMeterBinder(MsgQueueRepository repository, int maxQueueTags) {
     if (maxQueueTags < 1 || maxQueueTags > MicrometerMetrics.MAX_QUEUE_TAGS) {
       throw new IllegalArgumentException("invalid msgqueue.metrics.max-queue-tags: must be in [1, "
           + MicrometerMetrics.MAX_QUEUE_TAGS + "], was " + maxQueueTags);

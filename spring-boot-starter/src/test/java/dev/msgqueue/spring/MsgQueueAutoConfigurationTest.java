@@ -7,7 +7,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.msgqueue.ClaimedMessage;
 import dev.msgqueue.Housekeeper;
-import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.MsgQueueRepository;
 import dev.msgqueue.MicrometerMetrics;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.QueueNotFoundException;
@@ -68,12 +68,12 @@ class MsgQueueAutoConfigurationTest {
   void startsWithOnlyADataSourceAndJooq() {
     runner.run(context -> {
       assertThat(context).hasNotFailed();
-      assertThat(context).hasSingleBean(MessageQueueRepository.class);
+      assertThat(context).hasSingleBean(MsgQueueRepository.class);
       assertThat(context).hasSingleBean(WakeupListener.class);
       assertThat(context).hasBean("msgqueueHealthIndicator");
       assertThat(context).hasSingleBean(Housekeeper.class);
       assertThat(context.getBean(Housekeeper.class).isRunning()).isTrue();
-      MessageQueueRepository repository = context.getBean(MessageQueueRepository.class);
+      MsgQueueRepository repository = context.getBean(MsgQueueRepository.class);
       QueueSpec durable = QueueSpec.durable("starter-plain");
       // msgqueue's own typed errors, not the Spring translation of the application's jOOQ configuration.
       assertThatThrownBy(() -> repository.publish(durable, "{}")).isInstanceOf(QueueNotFoundException.class);
@@ -91,7 +91,7 @@ class MsgQueueAutoConfigurationTest {
   @Test
   void aPublishInASpringTransactionJoinsItAndItsHealWaitsForNobody() {
     runner.run(context -> {
-      MessageQueueRepository repository = context.getBean(MessageQueueRepository.class);
+      MsgQueueRepository repository = context.getBean(MsgQueueRepository.class);
       TransactionTemplate transaction = new TransactionTemplate(context.getBean(PlatformTransactionManager.class));
       QueueSpec healed = QueueSpec.autoDeleted("starter-healed-in-transaction");
       AtomicLong inTransaction = new AtomicLong();
@@ -102,7 +102,7 @@ class MsgQueueAutoConfigurationTest {
         assertThat(db.dsl().fetchExists(MESSAGE_QUEUE, MESSAGE_QUEUE.NAME.eq(healed.name()))).isTrue();
         assertThat(db.dsl().fetchExists(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.ID.eq(inTransaction.get()))).isFalse();
         DSLContext otherPublisher = DSL.using(db.dataSourceWithOptions("-c lock_timeout=500"), SQLDialect.POSTGRES);
-        long other = MessageQueueRepository.create(otherPublisher, MsgQueueConfig.defaults()).publish(healed, "{}");
+        long other = MsgQueueRepository.create(otherPublisher, MsgQueueConfig.defaults()).publish(healed, "{}");
         assertThat(db.dsl().fetchExists(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.ID.eq(other))).isTrue();
         status.setRollbackOnly();
       });
@@ -119,7 +119,7 @@ class MsgQueueAutoConfigurationTest {
         SimpleMetricsExportAutoConfiguration.class, CompositeMeterRegistryAutoConfiguration.class)).run(context -> {
       assertThat(context).hasSingleBean(MeterRegistry.class);
       assertThat(context).hasSingleBean(MsgQueueMeterBinder.class);
-      MessageQueueRepository repository = context.getBean(MessageQueueRepository.class);
+      MsgQueueRepository repository = context.getBean(MsgQueueRepository.class);
       QueueSpec queue = QueueSpec.durable("starter-metered");
       repository.bindQueue(queue);
       repository.publish(queue, "{}");
@@ -134,7 +134,7 @@ class MsgQueueAutoConfigurationTest {
   void anApplicationThatBindsTheMetersItselfKeepsItsBinding() {
     runner.withUserConfiguration(OwnMetrics.class).run(context -> {
       assertThat(context).doesNotHaveBean(MsgQueueMeterBinder.class);
-      MessageQueueRepository repository = context.getBean(MessageQueueRepository.class);
+      MsgQueueRepository repository = context.getBean(MsgQueueRepository.class);
       repository.publish(QueueSpec.autoDeleted("starter-own-metrics"), "{}");
       assertThat(context.getBean(OwnMetrics.class).registry.get("msgqueue.messages.published").counter().count())
           .isEqualTo(1.0);
@@ -146,7 +146,7 @@ class MsgQueueAutoConfigurationTest {
     runner.withPropertyValues("msgqueue.keep-alive-interval=2m", "msgqueue.reap-idle-threshold=2h",
         "msgqueue.wakeup-notifications=false", "msgqueue.listener.enabled=false",
         "msgqueue.housekeeper.interval=90s").run(context -> {
-          MsgQueueConfig config = context.getBean(MessageQueueRepository.class).config();
+          MsgQueueConfig config = context.getBean(MsgQueueRepository.class).config();
           assertThat(config.keepAliveInterval()).isEqualTo(Duration.ofMinutes(2));
           assertThat(config.reapIdleThreshold()).isEqualTo(Duration.ofHours(2));
           assertThat(config.wakeupNotifications()).isFalse();
@@ -190,7 +190,7 @@ class MsgQueueAutoConfigurationTest {
   void aListenerBeanReceivesMessages() {
     runner.withUserConfiguration(Listeners.class).run(context -> {
       Listeners listeners = context.getBean(Listeners.class);
-      MessageQueueRepository repository = context.getBean(MessageQueueRepository.class);
+      MsgQueueRepository repository = context.getBean(MsgQueueRepository.class);
       long first = repository.publish(QueueSpec.durable("starter-orders"), "{\"order\": 1}");
       long second = repository.publish(QueueSpec.durable("starter-orders"), "{\"order\": 2}");
       repository.publish(QueueSpec.durable("starter-orders-payloads"), "{\"order\": 1}");
@@ -232,7 +232,7 @@ class MsgQueueAutoConfigurationTest {
     runner.withUserConfiguration(SlowListener.class)
         .withPropertyValues("msgqueue.subscriber.concurrency=4", "msgqueue.subscriber.lease=30s")
         .run(context -> {
-          MessageQueueRepository repository = context.getBean(MessageQueueRepository.class);
+          MsgQueueRepository repository = context.getBean(MsgQueueRepository.class);
           for (int i = 0; i < 40; i++) {
             repository.publish(queue, "{\"n\": " + i + "}");
           }
@@ -291,7 +291,7 @@ class MsgQueueAutoConfigurationTest {
     final SimpleMeterRegistry registry = new SimpleMeterRegistry();
 
     @Bean(destroyMethod = "close")
-    MicrometerMetrics ownMetrics(MessageQueueRepository repository) {
+    MicrometerMetrics ownMetrics(MsgQueueRepository repository) {
       return MicrometerMetrics.bind(registry, repository);
     }
   }

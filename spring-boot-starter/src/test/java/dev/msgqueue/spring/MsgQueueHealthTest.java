@@ -4,7 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.msgqueue.Housekeeper;
 import dev.msgqueue.HousekeepingRun;
-import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.MsgQueueRepository;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.WakeupListener;
 import java.io.IOException;
@@ -82,7 +82,7 @@ class MsgQueueHealthTest {
     PGSimpleDataSource gone = new PGSimpleDataSource();
     gone.setUrl("jdbc:postgresql://127.0.0.1:" + closedPort() + "/test");
     Housekeeper failing = Housekeeper.builder(
-        MessageQueueRepository.create(gone, MsgQueueConfig.defaults())).build();
+        MsgQueueRepository.create(gone, MsgQueueConfig.defaults())).build();
     for (int i = 0; i < MsgQueueHealth.HOUSEKEEPER_FAILURES_DOWN; i++) {
       assertThat(failing.runOnce().outcome()).isEqualTo(HousekeepingRun.Outcome.FAILED);
     }

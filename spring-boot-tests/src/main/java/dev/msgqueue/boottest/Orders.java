@@ -4,7 +4,7 @@ import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 
 import dev.msgqueue.Housekeeper;
 import dev.msgqueue.HousekeepingRun;
-import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.MsgQueueRepository;
 import dev.msgqueue.QueueSpec;
 import org.jooq.DSLContext;
 import org.springframework.stereotype.Service;
@@ -13,11 +13,11 @@ import org.springframework.transaction.annotation.Transactional;
 /** Publishes in the caller's transaction, as a service does next to its own writes. */
 @Service
 public class Orders {
-  private final MessageQueueRepository queues;
+  private final MsgQueueRepository queues;
   private final Housekeeper housekeeper;
   private final DSLContext dsl;
 
-  public Orders(MessageQueueRepository queues, Housekeeper housekeeper, DSLContext dsl) {
+  public Orders(MsgQueueRepository queues, Housekeeper housekeeper, DSLContext dsl) {
     this.queues = queues;
     this.housekeeper = housekeeper;
     this.dsl = dsl;

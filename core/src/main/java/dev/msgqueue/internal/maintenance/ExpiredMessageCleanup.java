@@ -30,7 +30,7 @@ public final class ExpiredMessageCleanup {
     do {
       deleted = ctx.transactionResult(tx -> {
         SessionSettings.limitLockWaits(tx.dsl(), config.lockTimeout());
-        return MaintenanceStatements.deleteExpiredMessages(tx.dsl(), config.cleanupBatchSize());
+        return MaintenanceStatements.cleanUpExpiredMessages(tx.dsl(), config.cleanupBatchSize());
       });
       total += deleted;
     } while (deleted == config.cleanupBatchSize());

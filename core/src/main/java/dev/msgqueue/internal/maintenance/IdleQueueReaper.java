@@ -21,8 +21,8 @@ import org.slf4j.LoggerFactory;
  *   <li>{@link MaintenanceStatements#lockIdleQueues}: FOR UPDATE SKIP LOCKED on the candidate queue rows. It skips any queue an in-flight
  *       publish (KEY SHARE, taken by the foreign-key check) or keep-alive (NO KEY UPDATE) holds. From here until the
  *       commit no message can be added to a locked queue: its insert needs the KEY SHARE lock this one excludes.
- *   <li>{@link MaintenanceStatements#deleteExpiredMessagesOf}: FOR UPDATE SKIP LOCKED on those queues' expired message rows, deleting
- *       them. Rows a consumer holds (a claim, ack or nack in flight) are skipped, never waited for.
+ *   <li>{@link MaintenanceStatements#cleanUpExpiredMessagesOf}: FOR UPDATE SKIP LOCKED on those queues' expired message rows, deleting
+ *       them. Rows a consumer holds (a claim, ack or release in flight) are skipped, never waited for.
  *   <li>{@link MaintenanceStatements#deleteEmptyQueues}: deletes those locked queues that no message references at all (the queue rows are
  *       already this transaction's). So the foreign key's {@code ON DELETE SET NULL} has no message row to update and
  *       takes no message-row lock; a queue still referenced (a message a consumer holds, or one committed since step
@@ -111,7 +111,7 @@ public final class IdleQueueReaper {
     if (locked.isEmpty()) {
       return List.of();
     }
-    MaintenanceStatements.deleteExpiredMessagesOf(tx, locked, config.cleanupBatchSize());
+    MaintenanceStatements.cleanUpExpiredMessagesOf(tx, locked, config.cleanupBatchSize());
     return MaintenanceStatements.deleteEmptyQueues(tx, locked);
   }
 

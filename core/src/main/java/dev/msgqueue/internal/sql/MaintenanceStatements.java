@@ -32,10 +32,10 @@ import org.jooq.impl.DSL;
  *
  * <ul>
  *   <li>The reaper, one transaction per batch of idle queues: {@link #lockIdleQueues} (FOR UPDATE SKIP LOCKED on the
- *       queue rows), {@link #deleteExpiredMessagesOf} (FOR UPDATE SKIP LOCKED on those queues' expired message rows),
+ *       queue rows), {@link #cleanUpExpiredMessagesOf} (FOR UPDATE SKIP LOCKED on those queues' expired message rows),
  *       {@link #deleteEmptyQueues} (the locked queues no message references; the {@code ON DELETE SET NULL} cascade
  *       then locks nothing).
- *   <li>The cleanup: {@link #deleteExpiredMessages} (FOR UPDATE SKIP LOCKED on expired message rows, no queue-row
+ *   <li>The cleanup: {@link #cleanUpExpiredMessages} (FOR UPDATE SKIP LOCKED on expired message rows, no queue-row
  *       lock) and {@link #deleteOrphanedFailures} (FOR UPDATE SKIP LOCKED on failure rows of messages that are gone).
  *   <li>The housekeeper's turn: {@link #tryAdvisoryLock}, a transaction-level advisory lock, never waited for.
  * </ul>
@@ -84,7 +84,7 @@ public final class MaintenanceStatements {
    *
    * @return how many it deleted
    */
-  public static int deleteExpiredMessagesOf(DSLContext ctx, Collection<String> lockedQueues, int limit) {
+  public static int cleanUpExpiredMessagesOf(DSLContext ctx, Collection<String> lockedQueues, int limit) {
     var expired = I.as("expired");
     return ctx.deleteFrom(I)
         .where(I.ID.in(select(expired.ID)
@@ -115,10 +115,10 @@ public final class MaintenanceStatements {
   }
   /**
    * Deletes up to {@code limit} expired messages (orphans with a NULL queue included). Locks: FOR UPDATE SKIP LOCKED
-   * on the message rows, so rows a consumer holds (a claim, ack or nack in flight) are skipped, never waited for; no
+   * on the message rows, so rows a consumer holds (a claim, ack or release in flight) are skipped, never waited for; no
    * lock on any queue row (deleting a referencing row needs none).
    */
-  public static int deleteExpiredMessages(DSLContext ctx, int limit) {
+  public static int cleanUpExpiredMessages(DSLContext ctx, int limit) {
     var expired = I.as("expired");
     return ctx.deleteFrom(I)
         .where(I.ID.in(select(expired.ID)

@@ -15,7 +15,7 @@ import static org.jooq.impl.DSL.currentOffsetDateTime;
 
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.msgqueue.MessageQueueRepository;
+import dev.msgqueue.MsgQueueRepository;
 import dev.msgqueue.QueueSpec;
 import java.util.Optional;
 import org.jooq.DSLContext;
@@ -31,10 +31,10 @@ public class OrderService {
   static final int MAX_QUANTITY = 1_000;
 
   private final DSLContext dsl;
-  private final MessageQueueRepository queues;
+  private final MsgQueueRepository queues;
   private final ObjectMapper json;
 
-  public OrderService(DSLContext dsl, MessageQueueRepository queues, ObjectMapper json) {
+  public OrderService(DSLContext dsl, MsgQueueRepository queues, ObjectMapper json) {
     this.dsl = dsl;
     this.queues = queues;
     this.json = json;

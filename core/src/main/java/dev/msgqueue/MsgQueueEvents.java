@@ -7,8 +7,8 @@ import java.util.List;
  * metrics library; {@link MicrometerMetrics} is the one implementation, loaded only when a service binds it.
  * Implementations must be cheap and must not throw.
  */
-interface MessageQueueEvents {
-  MessageQueueEvents NONE = new MessageQueueEvents() { };
+interface MsgQueueEvents {
+  MsgQueueEvents NONE = new MsgQueueEvents() { };
 
   /** A publish stored {@code messages} messages in {@code queue}, taking {@code nanos}. */
   default void published(String queue, int messages, long nanos) { }
@@ -22,8 +22,8 @@ interface MessageQueueEvents {
   /** An ack deleted {@code messages} messages of {@code queue}, taking {@code nanos}. */
   default void acked(String queue, int messages, long nanos) { }
 
-  /** A nack released one message of {@code queue}. */
-  default void nacked(String queue) { }
+  /** A release released one message of {@code queue}. */
+  default void released(String queue) { }
 
   /** A claim took {@code messages} messages of {@code queue} that had been claimed before. */
   default void redelivered(String queue, int messages) { }

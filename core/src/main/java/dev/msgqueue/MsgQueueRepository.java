@@ -50,7 +50,7 @@ import org.slf4j.LoggerFactory;
  * The repository runs each statement on its {@link DSLContext}. To publish or consume inside your own transaction, take
  * the view {@link #inTransaction(DSLContext)}: what it writes commits or rolls back with your transaction. The
  * publish path assumes READ COMMITTED, PostgreSQL's default. {@link #reapIdleQueues()} and
- * {@link #deleteExpiredMessages()} run their own short transactions, one per batch, on the repository's own
+ * {@link #cleanUpExpiredMessages()} run their own short transactions, one per batch, on the repository's own
  * connections (see {@link #create(DSLContext, DataSource, MsgQueueConfig)}), so called inside a caller's transaction
  * they neither commit nor end it.
  *
@@ -64,14 +64,14 @@ import org.slf4j.LoggerFactory;
  * still correct, but other publishers to a queue healed that way wait for your commit (at most
  * {@link MsgQueueConfig#statementTimeout()}), and the keep-alive holds the queue row until then.
  */
-public final class MessageQueueRepository {
+public final class MsgQueueRepository {
   /** The most messages {@link #publishBatch} takes in one call (one statement). */
   public static final int MAX_BATCH_SIZE = 10_000;
   /** The most single-message publishes one coalesced statement carries (see {@link MsgQueueConfig#publishCoalescing}). */
   static final int MAX_COALESCED_MESSAGES = 1_000;
   /** The shortest lease: the timestamps' precision, so that every re-claim stores a strictly later deadline. */
   public static final Duration MIN_LEASE = Duration.ofMillis(1);
-  private static final Logger log = LoggerFactory.getLogger(MessageQueueRepository.class);
+  private static final Logger log = LoggerFactory.getLogger(MsgQueueRepository.class);
 
   private final DSLContext ctx;
   /** Connections that never join a caller's transaction: keep-alives, heals and every maintenance act run here. */
@@ -84,9 +84,9 @@ public final class MessageQueueRepository {
   private final IdleQueueReaper reaper;
   private final ExpiredMessageCleanup cleanup;
   // Shared with every view of this repository, so metrics bound once see all of them.
-  private volatile AtomicReference<MessageQueueEvents> events = new AtomicReference<>(MessageQueueEvents.NONE);
+  private volatile AtomicReference<MsgQueueEvents> events = new AtomicReference<>(MsgQueueEvents.NONE);
 
-  private MessageQueueRepository(DSLContext ctx, DSLContext own, MsgQueueConfig config, Payloads payloads,
+  private MsgQueueRepository(DSLContext ctx, DSLContext own, MsgQueueConfig config, Payloads payloads,
       Publisher publisher, PublishCoalescer coalescer) {
     this.coalescer = coalescer;
     this.ctx = ctx;
@@ -103,7 +103,7 @@ public final class MessageQueueRepository {
    *
    * @throws IllegalArgumentException if the dialect is not PostgreSQL
    */
-  public static MessageQueueRepository create(DSLContext ctx, MsgQueueConfig config) {
+  public static MsgQueueRepository create(DSLContext ctx, MsgQueueConfig config) {
     Arguments.requireNonNull(ctx, "ctx");
     Arguments.requireNonNull(config, "config");
     requirePostgres(ctx);
@@ -118,12 +118,12 @@ public final class MessageQueueRepository {
    * held by a caller's transaction — the keep-alive, the re-creation of a reaped queue, coalesced publishes outside any
    * transaction — run in autocommit on connections from {@code ownConnections} (the pool itself, not a
    * transaction-aware proxy of it), so no publisher ever waits for another caller's transaction. Maintenance
-   * ({@link #reapIdleQueues()}, {@link #deleteExpiredMessages()}, a {@link Housekeeper} tick and the statistics it
+   * ({@link #reapIdleQueues()}, {@link #cleanUpExpiredMessages()}, a {@link Housekeeper} tick and the statistics it
    * reads) runs there too, so it never commits or ends the caller's transaction.
    *
    * @throws IllegalArgumentException for a null argument or a context whose dialect is not PostgreSQL
    */
-  public static MessageQueueRepository create(
+  public static MsgQueueRepository create(
       DSLContext transactionAware, DataSource ownConnections, MsgQueueConfig config) {
     Arguments.requireNonNull(transactionAware, "transactionAware");
     Arguments.requireNonNull(ownConnections, "ownConnections");
@@ -133,20 +133,20 @@ public final class MessageQueueRepository {
         bounded(DSL.using(ownConnections, SQLDialect.POSTGRES), config), config);
   }
 
-  private static MessageQueueRepository create(DSLContext ctx, DSLContext own, MsgQueueConfig config) {
-    AtomicReference<MessageQueueEvents> events = new AtomicReference<>(MessageQueueEvents.NONE);
+  private static MsgQueueRepository create(DSLContext ctx, DSLContext own, MsgQueueConfig config) {
+    AtomicReference<MsgQueueEvents> events = new AtomicReference<>(MsgQueueEvents.NONE);
     Publisher publisher = new Publisher(own, config,
         new IntervalThrottle(config.keepAliveInterval(), config.maxTrackedQueues()), Wakeups.from(config), events);
     PublishCoalescer coalescer = config.publishCoalescing()
         ? new PublishCoalescer(publisher, own, MAX_COALESCED_MESSAGES) : null;
-    MessageQueueRepository repository =
-        new MessageQueueRepository(ctx, own, config, new Payloads(config.maxPayloadBytes()), publisher, coalescer);
+    MsgQueueRepository repository =
+        new MsgQueueRepository(ctx, own, config, new Payloads(config.maxPayloadBytes()), publisher, coalescer);
     repository.events = events;
     return repository;
   }
 
   /** A repository taking a connection from {@code dataSource} per statement (or per batch transaction). */
-  public static MessageQueueRepository create(DataSource dataSource, MsgQueueConfig config) {
+  public static MsgQueueRepository create(DataSource dataSource, MsgQueueConfig config) {
     return create(DSL.using(Arguments.requireNonNull(dataSource, "dataSource"), SQLDialect.POSTGRES), config);
   }
 
@@ -163,11 +163,11 @@ public final class MessageQueueRepository {
   }
 
   /** This repository's state and configuration, running its statements on {@code context}. */
-  MessageQueueRepository boundTo(DSLContext context) {
+  MsgQueueRepository boundTo(DSLContext context) {
     Arguments.requireNonNull(context, "transactionContext");
     requirePostgres(context);
-    MessageQueueRepository bound =
-        new MessageQueueRepository(bounded(context, config), own, config, payloads, publisher, null);
+    MsgQueueRepository bound =
+        new MsgQueueRepository(bounded(context, config), own, config, payloads, publisher, null);
     bound.events = events;
     return bound;
   }
@@ -177,12 +177,12 @@ public final class MessageQueueRepository {
   }
 
   /** Where this repository and its subscribers and housekeepers report events (metrics); a no-op by default. */
-  MessageQueueEvents events() {
+  MsgQueueEvents events() {
     return events.get();
   }
 
   /** Sends this repository's events (and its views', subscribers' and housekeepers') to {@code sink}. */
-  void reportTo(MessageQueueEvents sink) {
+  void reportTo(MsgQueueEvents sink) {
     events.set(Arguments.requireNonNull(sink, "sink"));
   }
 
@@ -284,7 +284,7 @@ public final class MessageQueueRepository {
    * expired, lowest id first, marking them ASSIGNED, in one statement. Competing consumers never get the same message
    * and never wait for each other (rows another claim holds are skipped). Without a lease, a claimed message is
    * never claimable again, so if the consumer dies before {@link #ack} it stays ASSIGNED until it expires and
-   * {@link #deleteExpiredMessages()} removes it.
+   * {@link #cleanUpExpiredMessages()} removes it.
    *
    * @return the claimed messages, in id order; empty if none is claimable
    * @throws IllegalArgumentException for an invalid queue name or {@code max} outside [1, {@value #MAX_BATCH_SIZE}]
@@ -328,7 +328,7 @@ public final class MessageQueueRepository {
 
   /**
    * Deletes the claimed messages whose claim is still theirs: still ASSIGNED under the same receipt. A message whose
-   * lease ran out and that another consumer re-claimed (or that was nacked, or expired and was cleaned up) is left
+   * lease ran out and that another consumer re-claimed (or that was released, or expired and was cleaned up) is left
    * alone.
    *
    * @return the ids deleted; fewer than given means some claims were no longer held
@@ -372,12 +372,12 @@ public final class MessageQueueRepository {
    *
    * @return whether it was released
    */
-  public boolean nack(ClaimedMessage message, Duration delay) {
+  public boolean release(ClaimedMessage message, Duration delay) {
     Arguments.requireNonNull(message, "message");
     Arguments.requireWithin(delay, "delay", Duration.ZERO, MsgQueueConfig.MAX_MESSAGE_LIFETIME);
-    boolean released = QueueStatements.nack(ctx, message, delay) > 0;
+    boolean released = QueueStatements.release(ctx, message, delay) > 0;
     if (released) {
-      events().nacked(message.queueName());
+      events().released(message.queueName());
     }
     return released;
   }
@@ -414,11 +414,11 @@ public final class MessageQueueRepository {
   /**
    * Extends the lease of a claimed message (lease mode), so a slow but alive handler keeps it: its new deadline is
    * now + {@code lease}, or 1 ms past the current deadline if that is later (a deadline only moves forward). Returns
-   * the message under its new receipt, which {@link #ack}, {@link #nack}, {@link #fail} and further extensions must
+   * the message under its new receipt, which {@link #ack}, {@link #release}, {@link #fail} and further extensions must
    * use: the old receipt stops matching. In the default mode the deadline is the expiry, so extending also postpones
    * the expiry check of the claim (the item's {@code "expiresAt"} is unchanged).
    *
-   * @return the message under its new receipt, or empty if the claim is no longer held (acked, nacked, failed,
+   * @return the message under its new receipt, or empty if the claim is no longer held (acked, released, failed,
    *     extended already under this receipt, or re-claimed by another consumer after the lease ran out)
    * @throws IllegalArgumentException for a null message or a lease outside [{@link #MIN_LEASE}, a year], before any
    *     SQL
@@ -487,7 +487,7 @@ public final class MessageQueueRepository {
 
   /**
    * For a subscriber, right after a lease-mode claim: counts each redelivered message's expired lease (its previous
-   * delivery ended without ack, nack or fail) as a failed delivery, and moves those that already had
+   * delivery ended without ack, release or fail) as a failed delivery, and moves those that already had
    * {@code maxDeliveries} deliveries to the dead-letter queue instead of delivering them again, so a message that
    * crashes its consumer every time is dead-lettered too. One statement when some message was redelivered, none
    * otherwise. Messages of the policy's dead-letter queue itself are handed on uncounted.
@@ -569,9 +569,9 @@ public final class MessageQueueRepository {
    *
    * @return whether {@code "lastActive"} was written; {@code false} if the queue does not exist or its row is busy
    */
-  public boolean touch(String queueName) {
+  public boolean keepAlive(String queueName) {
     QueueSpec.requireValidName(queueName);
-    boolean written = QueueStatements.touch(ctx, queueName) > 0;
+    boolean written = QueueStatements.keepAlive(ctx, queueName) > 0;
     if (written) {
       publisher.keptAlive(queueName);
     }
@@ -603,7 +603,7 @@ public final class MessageQueueRepository {
    *
    * @return how many messages it deleted
    */
-  public int deleteExpiredMessages() {
+  public int cleanUpExpiredMessages() {
     int deleted = cleanup.deleteExpired();
     events().expiredDeleted(deleted);
     return deleted;
