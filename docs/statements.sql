@@ -3,6 +3,295 @@
 -- of every API path against PostgreSQL; do not edit. Regenerate:
 --   MSGQUEUE_REGENERATE_STATEMENTS=1 mvn -B -q -pl it-tests -am verify -Dit.test=StatementsDocIT -Dtest=NONE -Dsurefire.failIfNoSpecifiedTests=false
 
+-- ClaimStatements.ack
+--   Deletes the items whose receipts still match: {@code id}, {@code status = 'ASSIGNED'} and {@code "readAfter"}
+--   equal to the deadline the claim stored. An item re-claimed by another consumer (or released) carries another
+--   deadline and is left alone.
+--   <p>The receipts travel as two arrays joined with {@code unnest(ids, deadlines)}: two bind values whatever the
+--   batch size, planned as a nested loop over the primary key. A row-value list {@code ("id","readAfter") IN ((?,?),
+--   ...)} took 200 bind values for 100 receipts and about 15 times as long to plan and run.
+--   @return the ids deleted
+delete from "MessageQueueItem"
+using (
+  select
+    "zipped"."id" as "id",
+    (timestamp '1970-01-01 00:00:00.0' + (cast(interval '0 years 0 mons 0 days 0 hours 0 mins 0.001 secs' as interval day to second) * "zipped"."millis")) as "deadline"
+  from unnest(cast(
+    $1
+    as bigint[]
+  ), cast(
+    $2
+    as bigint[]
+  )) as "zipped" ("id", "millis")
+) as "receipt"
+where (
+  "MessageQueueItem"."id" = "receipt"."id"
+  and "MessageQueueItem"."readAfter" = "receipt"."deadline"
+  and "MessageQueueItem"."status" = cast('ASSIGNED' as "MessageQueueItemStatus")
+)
+returning "MessageQueueItem"."id";
+
+-- ClaimStatements.ackCount
+--   {@link #ack} without returning the ids: @return how many were deleted
+delete from "MessageQueueItem"
+using (
+  select
+    "zipped"."id" as "id",
+    (timestamp '1970-01-01 00:00:00.0' + (cast(interval '0 years 0 mons 0 days 0 hours 0 mins 0.001 secs' as interval day to second) * "zipped"."millis")) as "deadline"
+  from unnest(cast(
+    $1
+    as bigint[]
+  ), cast(
+    $2
+    as bigint[]
+  )) as "zipped" ("id", "millis")
+) as "receipt"
+where (
+  "MessageQueueItem"."id" = "receipt"."id"
+  and "MessageQueueItem"."readAfter" = "receipt"."deadline"
+  and "MessageQueueItem"."status" = cast('ASSIGNED' as "MessageQueueItemStatus")
+);
+
+-- ClaimStatements.claim
+--   Claims up to {@code max} items of {@code queue}, lowest id first, in one statement, and returns them (unordered)
+--   with the deadline it stored as their receipt and whether each was a redelivery.
+--   <p>Claimable means {@code "readAfter" <= now AND "expiresAt" > now}, locked FOR UPDATE SKIP LOCKED. Without a
+--   lease (the default mode) the claim also requires {@code status = 'PENDING'}, the classic claim condition, and
+--   stores {@code "readAfter" = "expiresAt"}: the item can never be claimable again (it would need
+--   {@code "expiresAt" <= now < "expiresAt"}). With a lease it stores {@code "readAfter" = now + lease} and accepts
+--   ASSIGNED items too, so an item whose lease ran out is claimable again. Because the re-claim requires the old
+--   deadline to be {@code <= now} and the lease is at least 1 ms, every re-claim stores a strictly later deadline at
+--   the column's millisecond precision: a receipt is never reissued.
+--   <p>Shape: {@code WITH claimed AS (SELECT id[, status] ... ORDER BY id LIMIT n FOR UPDATE SKIP LOCKED) UPDATE ...
+--   FROM claimed WHERE id = claimed.id RETURNING id, payload, "readAfter"[, claimed.status]}. The CTE's status is the
+--   row's status as the lock found it (READ COMMITTED re-reads a row changed while the lock waited), so ASSIGNED there
+--   means the claim took over a lease that ran out: a redelivery. Only lease mode selects it: the default mode claims
+--   PENDING items only. The queue name is not returned: every claimed item is in {@code queue}. Each column left out
+--   is one less value per message to send and to map (the client's mapping, not the server, is what a claim of 100
+--   spends most of its time on). The limit is inlined rather than bound: with a bound limit
+--   PostgreSQL's generic plan (which it switches to after five executions, or always under
+--   {@code plan_cache_mode = force_generic_plan}) cannot know the limit is small, and estimated a full scan and hash
+--   join (35-40 ms on 100,000 rows); with the literal every plan walks the {@code ("queueId","id")} index and stops
+--   after n rows. One statement text per distinct {@code max}, which a subscriber keeps constant.
+--   @param lease the lease, at least 1 ms, or {@code null} for the default (no redelivery) mode
+--   @return the claimed messages, in no particular order
+with
+  "claimed"("id") as (
+    select "claimable"."id"
+    from "MessageQueueItem" as "claimable"
+    where (
+      "claimable"."queueId" = $1
+      and "claimable"."readAfter" <= date_trunc(
+        'milliseconds',
+        timezone(
+          'UTC',
+          cast(
+            current_timestamp
+            as timestamp with time zone
+          )
+        )
+      )
+      and "claimable"."expiresAt" > date_trunc(
+        'milliseconds',
+        timezone(
+          'UTC',
+          cast(
+            current_timestamp
+            as timestamp with time zone
+          )
+        )
+      )
+      and "claimable"."status" = cast('PENDING' as "MessageQueueItemStatus")
+    )
+    order by "claimable"."id"
+    fetch next 2 rows only
+    for update skip locked
+  )
+update "MessageQueueItem"
+set
+  "status" = cast('ASSIGNED' as "MessageQueueItemStatus"),
+  "readAfter" = "MessageQueueItem"."expiresAt"
+from "claimed"
+where "MessageQueueItem"."id" = "claimed"."id"
+returning 
+  "MessageQueueItem"."id",
+  "MessageQueueItem"."payload",
+  cast(
+    (extract(epoch from "MessageQueueItem"."readAfter") * 1000)
+    as bigint
+  );
+with
+  "claimed"("id", "previousStatus") as (
+    select "claimable"."id", "claimable"."status"
+    from "MessageQueueItem" as "claimable"
+    where (
+      "claimable"."queueId" = $1
+      and "claimable"."readAfter" <= date_trunc(
+        'milliseconds',
+        timezone(
+          'UTC',
+          cast(
+            current_timestamp
+            as timestamp with time zone
+          )
+        )
+      )
+      and "claimable"."expiresAt" > date_trunc(
+        'milliseconds',
+        timezone(
+          'UTC',
+          cast(
+            current_timestamp
+            as timestamp with time zone
+          )
+        )
+      )
+    )
+    order by "claimable"."id"
+    fetch next 6 rows only
+    for update skip locked
+  )
+update "MessageQueueItem"
+set
+  "status" = cast('ASSIGNED' as "MessageQueueItemStatus"),
+  "readAfter" = (date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  ) + cast($2 as interval day to second))
+from "claimed"
+where "MessageQueueItem"."id" = "claimed"."id"
+returning 
+  "MessageQueueItem"."id",
+  "MessageQueueItem"."payload",
+  cast(
+    (extract(epoch from "MessageQueueItem"."readAfter") * 1000)
+    as bigint
+  ),
+  "claimed"."previousStatus";
+
+-- ClaimStatements.extendLease
+--   Sets a held item's deadline to now + {@code lease}, or to 1 ms past its current deadline if that is later: a
+--   deadline only moves forward, so a receipt is never issued twice and an old receipt can never match again.
+--   @return the new deadline (the new receipt), or empty if the receipt no longer matches
+update "MessageQueueItem"
+set
+  "readAfter" = greatest(
+    (date_trunc(
+      'milliseconds',
+      timezone(
+        'UTC',
+        cast(
+          current_timestamp
+          as timestamp with time zone
+        )
+      )
+    ) + cast($1 as interval day to second)),
+    ("MessageQueueItem"."readAfter" + cast($2 as interval day to second))
+  )
+where (
+  "MessageQueueItem"."id" = $3
+  and "MessageQueueItem"."readAfter" = cast($4 as timestamp(3))
+  and "MessageQueueItem"."status" = cast('ASSIGNED' as "MessageQueueItemStatus")
+)
+returning "MessageQueueItem"."readAfter";
+
+-- ClaimStatements.extendLeases
+--   {@link #extendLease} for many receipts in one statement, joined with the receipts as two arrays
+--   ({@code unnest(ids, deadlines)}): two bind values and one plan whatever the batch size.
+--   @return (id, new deadline) of the items whose receipt matched
+update "MessageQueueItem"
+set
+  "readAfter" = greatest(
+    (date_trunc(
+      'milliseconds',
+      timezone(
+        'UTC',
+        cast(
+          current_timestamp
+          as timestamp with time zone
+        )
+      )
+    ) + cast($1 as interval day to second)),
+    ("MessageQueueItem"."readAfter" + cast($2 as interval day to second))
+  )
+from (
+  select
+    "zipped"."id" as "id",
+    (timestamp '1970-01-01 00:00:00.0' + (cast(interval '0 years 0 mons 0 days 0 hours 0 mins 0.001 secs' as interval day to second) * "zipped"."millis")) as "deadline"
+  from unnest(cast(
+    $3
+    as bigint[]
+  ), cast(
+    $4
+    as bigint[]
+  )) as "zipped" ("id", "millis")
+) as "receipt"
+where (
+  "MessageQueueItem"."id" = "receipt"."id"
+  and "MessageQueueItem"."readAfter" = "receipt"."deadline"
+  and "MessageQueueItem"."status" = cast('ASSIGNED' as "MessageQueueItemStatus")
+)
+returning "MessageQueueItem"."id", "MessageQueueItem"."readAfter";
+
+-- ClaimStatements.release
+--   Releases a claimed item whose receipt still matches: PENDING again, claimable from now + {@code delay}.
+--   @return 1 if released, 0 if the receipt no longer matches
+update "MessageQueueItem"
+set
+  "status" = cast($1 as "MessageQueueItemStatus"),
+  "readAfter" = date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  )
+where (
+  "MessageQueueItem"."id" = $2
+  and "MessageQueueItem"."readAfter" = cast($3 as timestamp(3))
+  and "MessageQueueItem"."status" = cast('ASSIGNED' as "MessageQueueItemStatus")
+);
+update "MessageQueueItem"
+set
+  "status" = cast('PENDING' as "MessageQueueItemStatus"),
+  "readAfter" = date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  )
+from (
+  select
+    "zipped"."id" as "id",
+    (timestamp '1970-01-01 00:00:00.0' + (cast(interval '0 years 0 mons 0 days 0 hours 0 mins 0.001 secs' as interval day to second) * "zipped"."millis")) as "deadline"
+  from unnest(cast(
+    $1
+    as bigint[]
+  ), cast(
+    $2
+    as bigint[]
+  )) as "zipped" ("id", "millis")
+) as "receipt"
+where (
+  "MessageQueueItem"."id" = "receipt"."id"
+  and "MessageQueueItem"."readAfter" = "receipt"."deadline"
+  and "MessageQueueItem"."status" = cast('ASSIGNED' as "MessageQueueItemStatus")
+)
+returning "MessageQueueItem"."id";
+
 -- MaintenanceStatements.cleanUpExpiredMessages
 --   Deletes up to {@code limit} expired messages (orphans with a NULL queue included). Locks: FOR UPDATE SKIP LOCKED
 --   on the message rows, so rows a consumer holds (a claim, ack or release in flight) are skipped, never waited for; no
@@ -132,270 +421,18 @@ for update skip locked;
 --   releases it.
 select pg_try_advisory_xact_lock($1);
 
--- QueueStatements.ack
---   Deletes the items whose receipts still match: {@code id}, {@code status = 'ASSIGNED'} and {@code "readAfter"}
---   equal to the deadline the claim stored. An item re-claimed by another consumer (or released) carries another
---   deadline and is left alone.
---   <p>The receipts travel as two arrays joined with {@code unnest(ids, deadlines)}: two bind values whatever the
---   batch size, planned as a nested loop over the primary key. A row-value list {@code ("id","readAfter") IN ((?,?),
---   ...)} took 200 bind values for 100 receipts and about 15 times as long to plan and run.
---   @return the ids deleted
-delete from "MessageQueueItem"
-using (
-  select
-    "zipped"."id" as "id",
-    (timestamp '1970-01-01 00:00:00.0' + (cast(interval '0 years 0 mons 0 days 0 hours 0 mins 0.001 secs' as interval day to second) * "zipped"."millis")) as "deadline"
-  from unnest(cast(
-    $1
-    as bigint[]
-  ), cast(
-    $2
-    as bigint[]
-  )) as "zipped" ("id", "millis")
-) as "receipt"
-where (
-  "MessageQueueItem"."id" = "receipt"."id"
-  and "MessageQueueItem"."readAfter" = "receipt"."deadline"
-  and "MessageQueueItem"."status" = cast('ASSIGNED' as "MessageQueueItemStatus")
-)
-returning "MessageQueueItem"."id";
+-- NotifyStatements.notifyWakeup
+--   Sends {@code NOTIFY msgqueue_wakeup, '<queue>'} through {@code pg_notify}, a function call jOOQ can express (it
+--   has no NOTIFY statement). Inside a transaction PostgreSQL delivers it on commit, and not at all on rollback. The
+--   payload is only the queue name (at most {@value dev.msgqueue.QueueSpec#MAX_NAME_BYTES} bytes, far below the
+--   8000-byte limit).
+select pg_notify('msgqueue_wakeup', $1);
 
--- QueueStatements.ackCount
---   {@link #ack} without returning the ids: @return how many were deleted
-delete from "MessageQueueItem"
-using (
-  select
-    "zipped"."id" as "id",
-    (timestamp '1970-01-01 00:00:00.0' + (cast(interval '0 years 0 mons 0 days 0 hours 0 mins 0.001 secs' as interval day to second) * "zipped"."millis")) as "deadline"
-  from unnest(cast(
-    $1
-    as bigint[]
-  ), cast(
-    $2
-    as bigint[]
-  )) as "zipped" ("id", "millis")
-) as "receipt"
-where (
-  "MessageQueueItem"."id" = "receipt"."id"
-  and "MessageQueueItem"."readAfter" = "receipt"."deadline"
-  and "MessageQueueItem"."status" = cast('ASSIGNED' as "MessageQueueItemStatus")
-);
-
--- QueueStatements.bind
---   Creates the queue, or updates all its attributes, and sets {@code "lastActive"}.
-insert into "MessageQueue" (
-  "name",
-  "durable",
-  "autoDeleted",
-  "exclusive",
-  "exclusiveConsumerId",
-  "lastActive"
-)
-values (
-  $1, 
-  $2, 
-  $3, 
-  $4, 
-  cast($5 as uuid), 
-  date_trunc(
-    'milliseconds',
-    timezone(
-      'UTC',
-      cast(
-        current_timestamp
-        as timestamp with time zone
-      )
-    )
-  )
-)
-on conflict ("name")
-do update
-set
-  "lastActive" = date_trunc(
-    'milliseconds',
-    timezone(
-      'UTC',
-      cast(
-        current_timestamp
-        as timestamp with time zone
-      )
-    )
-  ),
-  "durable" = $6,
-  "autoDeleted" = $7,
-  "exclusive" = $8,
-  "exclusiveConsumerId" = cast($9 as uuid);
-
--- QueueStatements.claim
---   Claims up to {@code max} items of {@code queue}, lowest id first, in one statement, and returns them (unordered)
---   with the deadline it stored as their receipt and the status each had before this claim.
---   <p>Claimable means {@code "readAfter" <= now AND "expiresAt" > now}, locked FOR UPDATE SKIP LOCKED. Without a
---   lease (the default mode) the claim also requires {@code status = 'PENDING'}, the classic claim condition, and
---   stores {@code "readAfter" = "expiresAt"}: the item can never be claimable again (it would need
---   {@code "expiresAt" <= now < "expiresAt"}). With a lease it stores {@code "readAfter" = now + lease} and accepts
---   ASSIGNED items too, so an item whose lease ran out is claimable again. Because the re-claim requires the old
---   deadline to be {@code <= now} and the lease is at least 1 ms, every re-claim stores a strictly later deadline at
---   the column's millisecond precision: a receipt is never reissued.
---   <p>Shape: {@code WITH claimed AS (SELECT id[, status] ... ORDER BY id LIMIT n FOR UPDATE SKIP LOCKED) UPDATE ...
---   FROM claimed WHERE id = claimed.id RETURNING id, payload, "readAfter"[, claimed.status]}. The CTE's status is the
---   row's status as the lock found it (READ COMMITTED re-reads a row changed while the lock waited), so ASSIGNED there
---   means the claim took over a lease that ran out: a redelivery. Only lease mode selects it: the default mode claims
---   PENDING items only. The queue name is not returned: every claimed item is in {@code queue}. Each column left out
---   is one less value per message to send and to map (the client's mapping, not the server, is what a claim of 100
---   spends most of its time on). The limit is inlined rather than bound: with a bound limit
---   PostgreSQL's generic plan (which it switches to after five executions, or always under
---   {@code plan_cache_mode = force_generic_plan}) cannot know the limit is small, and estimated a full scan and hash
---   join (35-40 ms on 100,000 rows); with the literal every plan walks the {@code ("queueId","id")} index and stops
---   after n rows. One statement text per distinct {@code max}, which a subscriber keeps constant.
---   @param lease the lease, at least 1 ms, or {@code null} for the default (no redelivery) mode
---   @return the claimed messages, in no particular order
-with
-  "claimed"("id") as (
-    select "claimable"."id"
-    from "MessageQueueItem" as "claimable"
-    where (
-      "claimable"."queueId" = $1
-      and "claimable"."readAfter" <= date_trunc(
-        'milliseconds',
-        timezone(
-          'UTC',
-          cast(
-            current_timestamp
-            as timestamp with time zone
-          )
-        )
-      )
-      and "claimable"."expiresAt" > date_trunc(
-        'milliseconds',
-        timezone(
-          'UTC',
-          cast(
-            current_timestamp
-            as timestamp with time zone
-          )
-        )
-      )
-      and "claimable"."status" = cast('PENDING' as "MessageQueueItemStatus")
-    )
-    order by "claimable"."id"
-    fetch next 2 rows only
-    for update skip locked
-  )
-update "MessageQueueItem"
-set
-  "status" = cast('ASSIGNED' as "MessageQueueItemStatus"),
-  "readAfter" = "MessageQueueItem"."expiresAt"
-from "claimed"
-where "MessageQueueItem"."id" = "claimed"."id"
-returning 
-  "MessageQueueItem"."id",
-  "MessageQueueItem"."payload",
-  cast(
-    (extract(epoch from "MessageQueueItem"."readAfter") * 1000)
-    as bigint
-  );
-with
-  "claimed"("id", "previousStatus") as (
-    select "claimable"."id", "claimable"."status"
-    from "MessageQueueItem" as "claimable"
-    where (
-      "claimable"."queueId" = $1
-      and "claimable"."readAfter" <= date_trunc(
-        'milliseconds',
-        timezone(
-          'UTC',
-          cast(
-            current_timestamp
-            as timestamp with time zone
-          )
-        )
-      )
-      and "claimable"."expiresAt" > date_trunc(
-        'milliseconds',
-        timezone(
-          'UTC',
-          cast(
-            current_timestamp
-            as timestamp with time zone
-          )
-        )
-      )
-    )
-    order by "claimable"."id"
-    fetch next 6 rows only
-    for update skip locked
-  )
-update "MessageQueueItem"
-set
-  "status" = cast('ASSIGNED' as "MessageQueueItemStatus"),
-  "readAfter" = (date_trunc(
-    'milliseconds',
-    timezone(
-      'UTC',
-      cast(
-        current_timestamp
-        as timestamp with time zone
-      )
-    )
-  ) + cast($2 as interval day to second))
-from "claimed"
-where "MessageQueueItem"."id" = "claimed"."id"
-returning 
-  "MessageQueueItem"."id",
-  "MessageQueueItem"."payload",
-  cast(
-    (extract(epoch from "MessageQueueItem"."readAfter") * 1000)
-    as bigint
-  ),
-  "claimed"."previousStatus";
-
--- QueueStatements.createOrTouch
---   Creates the queue with {@code spec}'s attributes, or, if it exists, only writes its {@code "lastActive"}: the heal
---   of a publish in a caller's transaction, run in autocommit on the repository's own connection. An upsert, NO KEY
---   UPDATE on an existing row for the statement's duration.
-insert into "MessageQueue" (
-  "name",
-  "durable",
-  "autoDeleted",
-  "exclusive",
-  "exclusiveConsumerId",
-  "lastActive"
-)
-values (
-  $1, 
-  $2, 
-  $3, 
-  $4, 
-  cast($5 as uuid), 
-  date_trunc(
-    'milliseconds',
-    timezone(
-      'UTC',
-      cast(
-        current_timestamp
-        as timestamp with time zone
-      )
-    )
-  )
-)
-on conflict ("name")
-do update
-set
-  "lastActive" = date_trunc(
-    'milliseconds',
-    timezone(
-      'UTC',
-      cast(
-        current_timestamp
-        as timestamp with time zone
-      )
-    )
-  );
-
--- QueueStatements.healAndInsertItems
+-- PublishStatements.healAndInsertItems
 --   The heal path: re-creates a reaped auto-deleted queue with the publisher's attributes and inserts the payloads,
 --   in one statement, so no reaper can run between the two. A concurrent healer's row wins (its attributes stay) and
 --   only {@code "lastActive"} is written.
+--   @return the message ids
 with
   "healed"("name") as (
     insert into "MessageQueue" (
@@ -470,11 +507,12 @@ from "healed"
 order by "v"."ordinal"
 returning "MessageQueueItem"."id";
 
--- QueueStatements.insertItems
+-- PublishStatements.insertItems
 --   The publish fast path outside a transaction (autocommit): a plain insert of the payloads, the cheapest statement
 --   there is. Its foreign-key check takes KEY SHARE on the queue row; if the queue is missing (or a concurrent reaper
 --   deletes it while the check waits), it fails with 23503 ({@link #isMissingQueue}), which in autocommit aborts
 --   nothing but this statement.
+--   @return the message ids
 insert into "MessageQueueItem" ("payload", "readAfter", "expiresAt", "queueId")
 select
   "v"."payload",
@@ -532,11 +570,12 @@ values (
 )
 returning "MessageQueueItem"."id";
 
--- QueueStatements.insertItemsIfQueueExists
+-- PublishStatements.insertItemsIfQueueExists
 --   The publish fast path inside a caller's transaction, where a 23503 would abort the whole transaction: inserts
 --   the payloads into an existing queue, as one statement that reads the queue row {@code FOR KEY SHARE}. If the row
 --   does not exist (or a concurrent reaper deletes it while this waits), the statement inserts nothing and returns no
 --   ids instead of raising 23503. The foreign-key check then finds the row already locked by this transaction.
+--   @return the message ids; empty if the queue is missing
 insert into "MessageQueueItem" ("payload", "readAfter", "expiresAt", "queueId")
 select
   "v"."payload",
@@ -570,6 +609,94 @@ where "MessageQueue"."name" = $3
 order by "v"."ordinal"
 for key share of "MessageQueue"
 returning "MessageQueueItem"."id";
+
+-- QueueStatements.bind
+--   Creates the queue, or updates all its attributes, and sets {@code "lastActive"}.
+insert into "MessageQueue" (
+  "name",
+  "durable",
+  "autoDeleted",
+  "exclusive",
+  "exclusiveConsumerId",
+  "lastActive"
+)
+values (
+  $1, 
+  $2, 
+  $3, 
+  $4, 
+  cast($5 as uuid), 
+  date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  )
+)
+on conflict ("name")
+do update
+set
+  "lastActive" = date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  ),
+  "durable" = $6,
+  "autoDeleted" = $7,
+  "exclusive" = $8,
+  "exclusiveConsumerId" = cast($9 as uuid);
+
+-- QueueStatements.createOrKeepAlive
+--   Creates the queue with {@code spec}'s attributes, or, if it exists, only writes its {@code "lastActive"}: the heal
+--   of a publish in a caller's transaction, run in autocommit on the repository's own connection. An upsert, NO KEY
+--   UPDATE on an existing row for the statement's duration.
+insert into "MessageQueue" (
+  "name",
+  "durable",
+  "autoDeleted",
+  "exclusive",
+  "exclusiveConsumerId",
+  "lastActive"
+)
+values (
+  $1, 
+  $2, 
+  $3, 
+  $4, 
+  cast($5 as uuid), 
+  date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  )
+)
+on conflict ("name")
+do update
+set
+  "lastActive" = date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  );
 
 -- QueueStatements.keepAlive
 --   Like {@link #keepAliveIfStale} whatever the row's age: a consumer's explicit keep-alive.
@@ -631,12 +758,6 @@ where "MessageQueue"."name" in (
   for no key update skip locked
 );
 
--- QueueStatements.notifyWakeup
---   Sends {@code NOTIFY msgqueue_wakeup, '<queue>'} through {@code pg_notify}, a function call jOOQ can express (it
---   has no NOTIFY statement). Inside a transaction PostgreSQL delivers it on commit, and not at all on rollback. The
---   payload is only the queue name (at most {@value QueueSpec#MAX_NAME_BYTES} bytes, far below the 8000-byte limit).
-select pg_notify('msgqueue_wakeup', $1);
-
 -- QueueStatements.queueExists
 --   Whether the queue row exists; a plain read that takes no lock and waits for none.
 select exists (
@@ -644,175 +765,6 @@ select exists (
   from "MessageQueue"
   where "MessageQueue"."name" = $1
 );
-
--- QueueStatements.release
---   Hands claimed items whose receipts still match back to the queue, claimable at once: the batched form of
---   {@link #release} with no delay, for messages a subscriber claimed but never started (it is closing, or their lease
---   would run out before they could start).
---   @return the ids released
-update "MessageQueueItem"
-set
-  "status" = cast($1 as "MessageQueueItemStatus"),
-  "readAfter" = date_trunc(
-    'milliseconds',
-    timezone(
-      'UTC',
-      cast(
-        current_timestamp
-        as timestamp with time zone
-      )
-    )
-  )
-where (
-  "MessageQueueItem"."id" = $2
-  and "MessageQueueItem"."readAfter" = cast($3 as timestamp(3))
-  and "MessageQueueItem"."status" = cast('ASSIGNED' as "MessageQueueItemStatus")
-);
-update "MessageQueueItem"
-set
-  "status" = cast('PENDING' as "MessageQueueItemStatus"),
-  "readAfter" = date_trunc(
-    'milliseconds',
-    timezone(
-      'UTC',
-      cast(
-        current_timestamp
-        as timestamp with time zone
-      )
-    )
-  )
-from (
-  select
-    "zipped"."id" as "id",
-    (timestamp '1970-01-01 00:00:00.0' + (cast(interval '0 years 0 mons 0 days 0 hours 0 mins 0.001 secs' as interval day to second) * "zipped"."millis")) as "deadline"
-  from unnest(cast(
-    $1
-    as bigint[]
-  ), cast(
-    $2
-    as bigint[]
-  )) as "zipped" ("id", "millis")
-) as "receipt"
-where (
-  "MessageQueueItem"."id" = "receipt"."id"
-  and "MessageQueueItem"."readAfter" = "receipt"."deadline"
-  and "MessageQueueItem"."status" = cast('ASSIGNED' as "MessageQueueItemStatus")
-)
-returning "MessageQueueItem"."id";
-
--- QueueStatisticsQuery.of
---   The statistics of {@code queue}, or an empty list if no such queue exists.
-select
-  "MessageQueue"."name",
-  count("MessageQueueItem"."id") filter (where (
-    (
-      "MessageQueueItem"."expiresAt" is null
-      or "MessageQueueItem"."expiresAt" > "clock"."now"
-    )
-    and "MessageQueueItem"."readAfter" <= "clock"."now"
-  )) as "ready",
-  count("MessageQueueItem"."id") filter (where (
-    (
-      "MessageQueueItem"."expiresAt" is null
-      or "MessageQueueItem"."expiresAt" > "clock"."now"
-    )
-    and "MessageQueueItem"."readAfter" > "clock"."now"
-    and "MessageQueueItem"."status" = cast($1 as "MessageQueueItemStatus")
-  )) as "delayed",
-  count("MessageQueueItem"."id") filter (where (
-    (
-      "MessageQueueItem"."expiresAt" is null
-      or "MessageQueueItem"."expiresAt" > "clock"."now"
-    )
-    and "MessageQueueItem"."readAfter" > "clock"."now"
-    and "MessageQueueItem"."status" = cast($2 as "MessageQueueItemStatus")
-  )) as "inFlight",
-  count("MessageQueueItem"."id") filter (where "MessageQueueItem"."expiresAt" <= "clock"."now") as "expired",
-  min("MessageQueueItem"."readAfter") filter (where (
-    (
-      "MessageQueueItem"."expiresAt" is null
-      or "MessageQueueItem"."expiresAt" > "clock"."now"
-    )
-    and "MessageQueueItem"."readAfter" <= "clock"."now"
-  )) as "oldestReady",
-  "clock"."now"
-from (
-  select date_trunc(
-    'milliseconds',
-    timezone(
-      'UTC',
-      cast(
-        current_timestamp
-        as timestamp with time zone
-      )
-    )
-  ) as "now"
-) as "clock"
-  cross join "MessageQueue"
-  left outer join "MessageQueueItem"
-    on "MessageQueueItem"."queueId" = "MessageQueue"."name"
-where "MessageQueue"."name" = $3
-group by
-  "MessageQueue"."name",
-  "clock"."now"
-order by "MessageQueue"."name";
-
--- QueueStatisticsQuery.ofAll
---   The statistics of every queue, in name order.
-select
-  "MessageQueue"."name",
-  count("MessageQueueItem"."id") filter (where (
-    (
-      "MessageQueueItem"."expiresAt" is null
-      or "MessageQueueItem"."expiresAt" > "clock"."now"
-    )
-    and "MessageQueueItem"."readAfter" <= "clock"."now"
-  )) as "ready",
-  count("MessageQueueItem"."id") filter (where (
-    (
-      "MessageQueueItem"."expiresAt" is null
-      or "MessageQueueItem"."expiresAt" > "clock"."now"
-    )
-    and "MessageQueueItem"."readAfter" > "clock"."now"
-    and "MessageQueueItem"."status" = cast($1 as "MessageQueueItemStatus")
-  )) as "delayed",
-  count("MessageQueueItem"."id") filter (where (
-    (
-      "MessageQueueItem"."expiresAt" is null
-      or "MessageQueueItem"."expiresAt" > "clock"."now"
-    )
-    and "MessageQueueItem"."readAfter" > "clock"."now"
-    and "MessageQueueItem"."status" = cast($2 as "MessageQueueItemStatus")
-  )) as "inFlight",
-  count("MessageQueueItem"."id") filter (where "MessageQueueItem"."expiresAt" <= "clock"."now") as "expired",
-  min("MessageQueueItem"."readAfter") filter (where (
-    (
-      "MessageQueueItem"."expiresAt" is null
-      or "MessageQueueItem"."expiresAt" > "clock"."now"
-    )
-    and "MessageQueueItem"."readAfter" <= "clock"."now"
-  )) as "oldestReady",
-  "clock"."now"
-from (
-  select date_trunc(
-    'milliseconds',
-    timezone(
-      'UTC',
-      cast(
-        current_timestamp
-        as timestamp with time zone
-      )
-    )
-  ) as "now"
-) as "clock"
-  cross join "MessageQueue"
-  left outer join "MessageQueueItem"
-    on "MessageQueueItem"."queueId" = "MessageQueue"."name"
-where "MessageQueue"."name" is not null
-group by
-  "MessageQueue"."name",
-  "clock"."now"
-order by "MessageQueue"."name";
 
 -- RetryStatements.countExpiredLeases
 --   Counts a failed delivery, as a lease that ran out ({@link DeadLetter#LEASE_EXPIRED}), for each held item, in one
@@ -823,7 +775,9 @@ insert into "MessageQueueItemFailure" (
   "failedDeliveries",
   "lastErrorClass",
   "lastErrorMessage",
-  "lastFailedAt"
+  "lastFailedAt",
+  "originalQueueId",
+  "deadLetteredAt"
 )
 select
   "MessageQueueItem"."id",
@@ -839,17 +793,19 @@ select
         as timestamp with time zone
       )
     )
-  )
+  ),
+  $3,
+  cast($4 as timestamp(3))
 from "MessageQueueItem"
   join (
     select
       "zipped"."id" as "id",
       (timestamp '1970-01-01 00:00:00.0' + (cast(interval '0 years 0 mons 0 days 0 hours 0 mins 0.001 secs' as interval day to second) * "zipped"."millis")) as "deadline"
     from unnest(cast(
-      $3
+      $5
       as bigint[]
     ), cast(
-      $4
+      $6
       as bigint[]
     )) as "zipped" ("id", "millis")
   ) as "receipt"
@@ -862,8 +818,8 @@ on conflict ("itemId")
 do update
 set
   "failedDeliveries" = ("MessageQueueItemFailure"."failedDeliveries" + 1),
-  "lastErrorClass" = $5,
-  "lastErrorMessage" = $6,
+  "lastErrorClass" = $7,
+  "lastErrorMessage" = $8,
   "lastFailedAt" = date_trunc(
     'milliseconds',
     timezone(
@@ -877,11 +833,11 @@ set
 returning "MessageQueueItemFailure"."itemId", "MessageQueueItemFailure"."failedDeliveries";
 
 -- RetryStatements.deadLetter
---   Moves a held item to the dead-letter queue, in one statement: makes sure the dead-letter queue's row exists and
---   is durable and not auto-deleted (an upsert that writes an existing row only if it is not), changes the item's
---   queue (PENDING, readable now, expiring after {@code ttl}), and records the original queue, the error and the
---   time in its failure row. {@code countedDeliveries} is added to the failed deliveries: 1 for a delivery that
---   failed now, 0 when the failure was already counted (a lease that ran out, counted on redelivery).
+--   Moves a held item of {@code fromQueue} to the dead-letter queue, in one statement: makes sure the dead-letter
+--   queue's row exists and is durable and not auto-deleted (an upsert that writes an existing row only if it is not),
+--   changes the item's queue (PENDING, readable now, expiring after {@code ttl}), and records the original queue, the
+--   error and the time in its failure row. {@code countedDeliveries} is added to the failed deliveries: 1 for a
+--   delivery that failed now, 0 when the failure was already counted (a lease that ran out, counted on redelivery).
 --   @return 1 if moved, 0 if the receipt no longer matches
 with
   "dead_letter_queue"("name") as (
@@ -1049,70 +1005,6 @@ where (
 order by "MessageQueueItem"."id"
 fetch next $3 rows only;
 
--- RetryStatements.extendLease
---   Sets a held item's deadline to now + {@code lease}, or to 1 ms past its current deadline if that is later: a
---   deadline only moves forward, so a receipt is never issued twice and an old receipt can never match again.
---   @return the new deadline (the new receipt), or empty if the receipt no longer matches
-update "MessageQueueItem"
-set
-  "readAfter" = greatest(
-    (date_trunc(
-      'milliseconds',
-      timezone(
-        'UTC',
-        cast(
-          current_timestamp
-          as timestamp with time zone
-        )
-      )
-    ) + cast($1 as interval day to second)),
-    ("MessageQueueItem"."readAfter" + cast($2 as interval day to second))
-  )
-where (
-  "MessageQueueItem"."id" = $3
-  and "MessageQueueItem"."readAfter" = cast($4 as timestamp(3))
-  and "MessageQueueItem"."status" = cast('ASSIGNED' as "MessageQueueItemStatus")
-)
-returning "MessageQueueItem"."readAfter";
-
--- RetryStatements.extendLeases
---   {@link #extendLease} for many receipts in one statement, joined with the receipts as two arrays
---   ({@code unnest(ids, deadlines)}): two bind values and one plan whatever the batch size.
---   @return (id, new deadline) of the items whose receipt matched
-update "MessageQueueItem"
-set
-  "readAfter" = greatest(
-    (date_trunc(
-      'milliseconds',
-      timezone(
-        'UTC',
-        cast(
-          current_timestamp
-          as timestamp with time zone
-        )
-      )
-    ) + cast($1 as interval day to second)),
-    ("MessageQueueItem"."readAfter" + cast($2 as interval day to second))
-  )
-from (
-  select
-    "zipped"."id" as "id",
-    (timestamp '1970-01-01 00:00:00.0' + (cast(interval '0 years 0 mons 0 days 0 hours 0 mins 0.001 secs' as interval day to second) * "zipped"."millis")) as "deadline"
-  from unnest(cast(
-    $3
-    as bigint[]
-  ), cast(
-    $4
-    as bigint[]
-  )) as "zipped" ("id", "millis")
-) as "receipt"
-where (
-  "MessageQueueItem"."id" = "receipt"."id"
-  and "MessageQueueItem"."readAfter" = "receipt"."deadline"
-  and "MessageQueueItem"."status" = cast('ASSIGNED' as "MessageQueueItemStatus")
-)
-returning "MessageQueueItem"."id", "MessageQueueItem"."readAfter";
-
 -- RetryStatements.failedDeliveries
 --   How many earlier deliveries of a held item failed (0 if none did), or empty if the receipt no longer matches. A
 --   plain read: the statement that acts on the count re-checks the receipt, and while the receipt matches only its
@@ -1127,9 +1019,9 @@ where (
   and "MessageQueueItem"."status" = cast('ASSIGNED' as "MessageQueueItemStatus")
 );
 
--- RetryStatements.releaseForRetry
---   Releases a held item for a retry (PENDING, claimable from now + {@code backoff}) and counts the failed delivery
---   with its error, in one statement.
+-- RetryStatements.releaseFailed
+--   Releases a held item after a failed delivery (PENDING, claimable from now + {@code backoff}) and counts the
+--   failure with its error, in one statement.
 --   @return 1 if released, 0 if the receipt no longer matches
 with
   "released"("id") as (
@@ -1158,7 +1050,9 @@ insert into "MessageQueueItemFailure" (
   "failedDeliveries",
   "lastErrorClass",
   "lastErrorMessage",
-  "lastFailedAt"
+  "lastFailedAt",
+  "originalQueueId",
+  "deadLetteredAt"
 )
 select
   "released"."id",
@@ -1174,14 +1068,16 @@ select
         as timestamp with time zone
       )
     )
-  )
+  ),
+  $7,
+  cast($8 as timestamp(3))
 from "released"
 on conflict ("itemId")
 do update
 set
   "failedDeliveries" = ("MessageQueueItemFailure"."failedDeliveries" + 1),
-  "lastErrorClass" = $7,
-  "lastErrorMessage" = $8,
+  "lastErrorClass" = $9,
+  "lastErrorMessage" = $10,
   "lastFailedAt" = date_trunc(
     'milliseconds',
     timezone(
@@ -1298,3 +1194,117 @@ where "MessageQueueItem"."id" = $1;
 -- SessionSettings.limitLockWaits
 --   Bounds every lock wait in the current transaction (PostgreSQL's {@code SET LOCAL lock_timeout}).
 select set_config('lock_timeout', $1, true);
+
+-- StatisticsStatements.ofAll
+--   The statistics of every queue, in name order.
+select
+  "MessageQueue"."name",
+  count("MessageQueueItem"."id") filter (where (
+    (
+      "MessageQueueItem"."expiresAt" is null
+      or "MessageQueueItem"."expiresAt" > "clock"."now"
+    )
+    and "MessageQueueItem"."readAfter" <= "clock"."now"
+  )) as "ready",
+  count("MessageQueueItem"."id") filter (where (
+    (
+      "MessageQueueItem"."expiresAt" is null
+      or "MessageQueueItem"."expiresAt" > "clock"."now"
+    )
+    and "MessageQueueItem"."readAfter" > "clock"."now"
+    and "MessageQueueItem"."status" = cast($1 as "MessageQueueItemStatus")
+  )) as "delayed",
+  count("MessageQueueItem"."id") filter (where (
+    (
+      "MessageQueueItem"."expiresAt" is null
+      or "MessageQueueItem"."expiresAt" > "clock"."now"
+    )
+    and "MessageQueueItem"."readAfter" > "clock"."now"
+    and "MessageQueueItem"."status" = cast($2 as "MessageQueueItemStatus")
+  )) as "inFlight",
+  count("MessageQueueItem"."id") filter (where "MessageQueueItem"."expiresAt" <= "clock"."now") as "expired",
+  min("MessageQueueItem"."readAfter") filter (where (
+    (
+      "MessageQueueItem"."expiresAt" is null
+      or "MessageQueueItem"."expiresAt" > "clock"."now"
+    )
+    and "MessageQueueItem"."readAfter" <= "clock"."now"
+  )) as "oldestReady",
+  "clock"."now"
+from (
+  select date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  ) as "now"
+) as "clock"
+  cross join "MessageQueue"
+  left outer join "MessageQueueItem"
+    on "MessageQueueItem"."queueId" = "MessageQueue"."name"
+where "MessageQueue"."name" is not null
+group by
+  "MessageQueue"."name",
+  "clock"."now"
+order by "MessageQueue"."name";
+
+-- StatisticsStatements.ofQueue
+--   The statistics of {@code queue}, or an empty list if no such queue exists.
+select
+  "MessageQueue"."name",
+  count("MessageQueueItem"."id") filter (where (
+    (
+      "MessageQueueItem"."expiresAt" is null
+      or "MessageQueueItem"."expiresAt" > "clock"."now"
+    )
+    and "MessageQueueItem"."readAfter" <= "clock"."now"
+  )) as "ready",
+  count("MessageQueueItem"."id") filter (where (
+    (
+      "MessageQueueItem"."expiresAt" is null
+      or "MessageQueueItem"."expiresAt" > "clock"."now"
+    )
+    and "MessageQueueItem"."readAfter" > "clock"."now"
+    and "MessageQueueItem"."status" = cast($1 as "MessageQueueItemStatus")
+  )) as "delayed",
+  count("MessageQueueItem"."id") filter (where (
+    (
+      "MessageQueueItem"."expiresAt" is null
+      or "MessageQueueItem"."expiresAt" > "clock"."now"
+    )
+    and "MessageQueueItem"."readAfter" > "clock"."now"
+    and "MessageQueueItem"."status" = cast($2 as "MessageQueueItemStatus")
+  )) as "inFlight",
+  count("MessageQueueItem"."id") filter (where "MessageQueueItem"."expiresAt" <= "clock"."now") as "expired",
+  min("MessageQueueItem"."readAfter") filter (where (
+    (
+      "MessageQueueItem"."expiresAt" is null
+      or "MessageQueueItem"."expiresAt" > "clock"."now"
+    )
+    and "MessageQueueItem"."readAfter" <= "clock"."now"
+  )) as "oldestReady",
+  "clock"."now"
+from (
+  select date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  ) as "now"
+) as "clock"
+  cross join "MessageQueue"
+  left outer join "MessageQueueItem"
+    on "MessageQueueItem"."queueId" = "MessageQueue"."name"
+where "MessageQueue"."name" = $3
+group by
+  "MessageQueue"."name",
+  "clock"."now"
+order by "MessageQueue"."name";

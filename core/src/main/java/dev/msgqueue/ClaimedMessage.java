@@ -1,5 +1,6 @@
 package dev.msgqueue;
 
+import dev.msgqueue.internal.sql.Receipt;
 import java.time.LocalDateTime;
 import java.util.Objects;
 import org.jooq.JSONB;
@@ -10,27 +11,19 @@ import org.jooq.JSONB;
  * {@code "readAfter"}. A receipt settles its claim once: after an ack or release, do not use it again.
  */
 public final class ClaimedMessage {
-  private final long id;
   private final String queueName;
   private final JSONB payload;
-  private final LocalDateTime receiptDeadline;
-  private final boolean redelivered;
+  private final Receipt receipt;
 
-  ClaimedMessage(long id, String queueName, JSONB payload, LocalDateTime receiptDeadline) {
-    this(id, queueName, payload, receiptDeadline, false);
-  }
-
-  ClaimedMessage(long id, String queueName, JSONB payload, LocalDateTime receiptDeadline, boolean redelivered) {
-    this.id = id;
-    this.redelivered = redelivered;
+  ClaimedMessage(String queueName, JSONB payload, Receipt receipt) {
     this.queueName = Objects.requireNonNull(queueName, "queueName");
     this.payload = Objects.requireNonNull(payload, "payload");
-    this.receiptDeadline = Objects.requireNonNull(receiptDeadline, "receiptDeadline");
+    this.receipt = Objects.requireNonNull(receipt, "receipt");
   }
 
   /** The message id, as returned by the publish. */
   public long id() {
-    return id;
+    return receipt.id();
   }
 
   public String queueName() {
@@ -51,7 +44,7 @@ public final class ClaimedMessage {
    * unless acked; in the default mode, the item's expiry.
    */
   LocalDateTime receiptDeadline() {
-    return receiptDeadline;
+    return receipt.deadline();
   }
 
   /**
@@ -59,16 +52,21 @@ public final class ClaimedMessage {
    * release (its consumer crashed, hung, or lost the connection). Only lease mode re-claims ASSIGNED items.
    */
   boolean redelivered() {
-    return redelivered;
+    return receipt.redelivered();
   }
 
-  /** The same message under the receipt of a later claim or lease extension. */
-  ClaimedMessage withReceiptDeadline(LocalDateTime deadline) {
-    return new ClaimedMessage(id, queueName, payload, deadline, redelivered);
+  /** The receipt that settles or extends this claim. */
+  Receipt receipt() {
+    return receipt;
+  }
+
+  /** The same message under the receipt of a lease extension. */
+  ClaimedMessage withReceipt(Receipt extended) {
+    return new ClaimedMessage(queueName, payload, extended);
   }
 
   @Override
   public String toString() {
-    return "ClaimedMessage[id=" + id + ", queue=" + queueName + "]";
+    return "ClaimedMessage[id=" + receipt.id() + ", queue=" + queueName + "]";
   }
 }

@@ -1,6 +1,7 @@
 package dev.msgqueue;
 
 import dev.msgqueue.internal.sql.MaintenanceStatements;
+import dev.msgqueue.internal.sql.StatisticsStatements;
 import dev.msgqueue.internal.support.Arguments;
 import dev.msgqueue.internal.support.DaemonThreads;
 import java.sql.Connection;
@@ -165,7 +166,7 @@ public final class Housekeeper implements AutoCloseable {
       return;
     }
     try {
-      events.statistics(QueueStatisticsQuery.ofAll(repository.ownContext()));
+      events.statistics(StatisticsStatements.ofAll(repository.ownContext()));
     } catch (RuntimeException e) {
       log.warn("housekeeper: could not read the queue statistics; the gauges keep their previous values", e);
     }

@@ -2,6 +2,12 @@ package dev.msgqueue;
 
 import dev.msgqueue.internal.maintenance.ExpiredMessageCleanup;
 import dev.msgqueue.internal.maintenance.IdleQueueReaper;
+import dev.msgqueue.internal.consume.Retries;
+import dev.msgqueue.internal.sql.ClaimStatements;
+import dev.msgqueue.internal.sql.QueueStatements;
+import dev.msgqueue.internal.sql.Receipt;
+import dev.msgqueue.internal.sql.RetryStatements;
+import dev.msgqueue.internal.sql.StatisticsStatements;
 import dev.msgqueue.internal.sql.SessionSettings;
 import dev.msgqueue.internal.support.Arguments;
 import java.sql.Connection;
@@ -20,6 +26,7 @@ import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicReference;
 import javax.sql.DataSource;
 import org.jooq.DSLContext;
@@ -316,7 +323,8 @@ public final class MsgQueueRepository {
       throw new IllegalArgumentException("max must be in [1, " + MAX_BATCH_SIZE + "], was " + max);
     }
     long start = System.nanoTime();
-    List<ClaimedMessage> claimed = QueueStatements.claim(ctx, queueName, max, lease);
+    List<ClaimedMessage> claimed =
+        ClaimStatements.claim(ctx, queueName, max, lease, (receipt, payload) -> new ClaimedMessage(queueName, payload, receipt));
     claimed.sort(Comparator.comparingLong(ClaimedMessage::id));
     long redelivered = claimed.stream().filter(ClaimedMessage::redelivered).count();
     if (redelivered > 0) {
@@ -339,7 +347,7 @@ public final class MsgQueueRepository {
       return List.of();
     }
     long start = System.nanoTime();
-    List<Long> acked = new ArrayList<>(QueueStatements.ack(ctx, messages));
+    List<Long> acked = new ArrayList<>(ClaimStatements.ack(ctx, receipts(messages)));
     Collections.sort(acked);
     reportAcked(messages, acked, System.nanoTime() - start);
     return acked;
@@ -356,7 +364,7 @@ public final class MsgQueueRepository {
       return 0;
     }
     long start = System.nanoTime();
-    int deleted = QueueStatements.ackCount(ctx, messages);
+    int deleted = ClaimStatements.ackCount(ctx, receipts(messages));
     events().acked(queueName, deleted, System.nanoTime() - start);
     return deleted;
   }
@@ -375,19 +383,19 @@ public final class MsgQueueRepository {
   public boolean release(ClaimedMessage message, Duration delay) {
     Arguments.requireNonNull(message, "message");
     Arguments.requireWithin(delay, "delay", Duration.ZERO, MsgQueueConfig.MAX_MESSAGE_LIFETIME);
-    boolean released = QueueStatements.release(ctx, message, delay) > 0;
+    boolean released = ClaimStatements.release(ctx, message.receipt(), delay) > 0;
     if (released) {
       events().released(message.queueName());
     }
     return released;
   }
 
-  /** Batched release of claimed, unstarted messages; see {@link QueueStatements#release}. @return the ids released */
+  /** Batched release of claimed, unstarted messages; see {@link ClaimStatements#release}. @return the ids released */
   List<Long> release(Collection<ClaimedMessage> messages) {
     if (messages.isEmpty()) {
       return List.of();
     }
-    List<Long> released = new ArrayList<>(QueueStatements.release(ctx, messages));
+    List<Long> released = new ArrayList<>(ClaimStatements.release(ctx, receipts(messages)));
     Collections.sort(released);
     return released;
   }
@@ -426,7 +434,8 @@ public final class MsgQueueRepository {
   public Optional<ClaimedMessage> extendLease(ClaimedMessage message, Duration lease) {
     Arguments.requireNonNull(message, "message");
     requireValidLease(lease);
-    return RetryStatements.extendLease(ctx, message, lease).map(message::withReceiptDeadline);
+    return ClaimStatements.extendLease(ctx, message.receipt(), lease)
+        .map(deadline -> message.withReceipt(message.receipt().extendedTo(deadline)));
   }
 
   /**
@@ -437,18 +446,18 @@ public final class MsgQueueRepository {
    *     or an invalid lease, before any SQL
    */
   public List<ClaimedMessage> extendLeases(Collection<ClaimedMessage> messages, Duration lease) {
-    Retries.requireMessages(messages);
+    requireMessages(messages);
     requireValidLease(lease);
     if (messages.isEmpty()) {
       return List.of();
     }
     Map<Long, LocalDateTime> deadlines = new HashMap<>();
-    RetryStatements.extendLeases(ctx, messages, lease).forEach(row -> deadlines.put(row.value1(), row.value2()));
+    ClaimStatements.extendLeases(ctx, receipts(messages), lease).forEach(row -> deadlines.put(row.value1(), row.value2()));
     List<ClaimedMessage> extended = new ArrayList<>(deadlines.size());
     for (ClaimedMessage message : messages) {
       LocalDateTime deadline = deadlines.remove(message.id());
       if (deadline != null) {
-        extended.add(message.withReceiptDeadline(deadline));
+        extended.add(message.withReceipt(message.receipt().extendedTo(deadline)));
       }
     }
     extended.sort(Comparator.comparingLong(ClaimedMessage::id));
@@ -478,7 +487,8 @@ public final class MsgQueueRepository {
       throw new IllegalArgumentException("message " + message.id() + " is in the dead-letter queue \""
           + policy.deadLetterQueue() + "\" already: a dead-letter queue's consumer needs a policy naming another one");
     }
-    FailureOutcome outcome = Retries.fail(ctx, message, error, policy);
+    FailureOutcome outcome = Retries.fail(ctx, message.queueName(), message.receipt(), error, policy,
+        failed -> policy.backoff(failed, () -> ThreadLocalRandom.current().nextDouble()));
     if (outcome == FailureOutcome.DEAD_LETTERED) {
       events().deadLettered(message.queueName(), 1);
     }
@@ -500,9 +510,20 @@ public final class MsgQueueRepository {
   List<ClaimedMessage> countRedeliveries(List<ClaimedMessage> claimed, RetryPolicy policy) {
     Objects.requireNonNull(claimed, "claimed");
     Objects.requireNonNull(policy, "policy");
-    List<ClaimedMessage> toHandle = Retries.countRedeliveries(ctx, claimed, policy);
-    if (toHandle.size() < claimed.size()) {
-      events().deadLettered(claimed.get(0).queueName(), claimed.size() - toHandle.size());
+    if (claimed.isEmpty()) {
+      return claimed;
+    }
+    Set<Long> deadLettered =
+        Retries.countRedeliveries(ctx, claimed.get(0).queueName(), receipts(claimed), policy);
+    if (deadLettered.isEmpty()) {
+      return claimed;
+    }
+    events().deadLettered(claimed.get(0).queueName(), deadLettered.size());
+    List<ClaimedMessage> toHandle = new ArrayList<>(claimed.size() - deadLettered.size());
+    for (ClaimedMessage message : claimed) {
+      if (!deadLettered.contains(message.id())) {
+        toHandle.add(message);
+      }
     }
     return toHandle;
   }
@@ -619,7 +640,7 @@ public final class MsgQueueRepository {
    */
   public Optional<QueueStatistics> queueStatistics(String queueName) {
     QueueSpec.requireValidName(queueName);
-    return QueueStatisticsQuery.of(ctx, queueName).stream().findFirst();
+    return StatisticsStatements.ofQueue(ctx, queueName).stream().findFirst();
   }
 
   /**
@@ -628,7 +649,7 @@ public final class MsgQueueRepository {
    * housekeeping interval, not per request.
    */
   public List<QueueStatistics> queueStatistics() {
-    return QueueStatisticsQuery.ofAll(ctx);
+    return StatisticsStatements.ofAll(ctx);
   }
 
   /** How many queues' keep-alive deadlines this repository currently remembers (bounded by the config). */
@@ -653,6 +674,15 @@ public final class MsgQueueRepository {
     perQueue.forEach((queue, count) -> events().acked(queue, count, queue.equals(first) ? nanos : 0));
   }
 
+  /** Validates a batch of claimed messages before any SQL. */
+  private static void requireMessages(Collection<ClaimedMessage> messages) {
+    Arguments.requireNoNulls(messages, "messages");
+    if (messages.size() > MAX_BATCH_SIZE) {
+      throw new IllegalArgumentException(
+          "a batch holds at most " + MAX_BATCH_SIZE + " messages, was " + messages.size());
+    }
+  }
+
   private Duration requireValid(QueueSpec spec, PublishOptions options) {
     Arguments.requireNonNull(spec, "queue spec");
     Arguments.requireNonNull(options, "publish options");
@@ -667,6 +697,15 @@ public final class MsgQueueRepository {
     return ctx.configuration()
         .deriveAppending(new StatementDeadlines(config.statementTimeout()), new FailureTranslation())
         .dsl();
+  }
+
+  /** The receipts of {@code messages}, in their order: what the claim statements check. */
+  private static List<Receipt> receipts(Collection<ClaimedMessage> messages) {
+    List<Receipt> receipts = new ArrayList<>(messages.size());
+    for (ClaimedMessage message : messages) {
+      receipts.add(message.receipt());
+    }
+    return receipts;
   }
 
   private static Instant utcInstant(LocalDateTime utc) {

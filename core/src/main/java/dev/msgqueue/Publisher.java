@@ -1,7 +1,7 @@
 package dev.msgqueue;
 
-import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
-
+import dev.msgqueue.internal.sql.PublishStatements;
+import dev.msgqueue.internal.sql.QueueStatements;
 import java.sql.Connection;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -32,7 +32,7 @@ import org.slf4j.LoggerFactory;
  * <ul>
  *   <li>the keep-alive ({@link QueueStatements#keepAliveIfStale}), which would otherwise hold the queue row FOR NO KEY
  *       UPDATE until the caller commits;</li>
- *   <li>the re-creation of a reaped auto-deleted queue ({@link QueueStatements#createOrTouch}), whose uncommitted
+ *   <li>the re-creation of a reaped auto-deleted queue ({@link QueueStatements#createOrKeepAlive}), whose uncommitted
  *       row would otherwise make every other publisher to that queue wait until the caller commits. A committed empty
  *       auto-deleted queue is harmless: if the caller rolls back, it is reaped like any idle queue. The message is
  *       then inserted in the caller's transaction with the statement that cannot raise 23503; if a reaper deletes
@@ -124,7 +124,7 @@ final class Publisher {
 
   /** The heal in one statement: re-creates the queue and inserts the messages, so no reaper can run in between. */
   private List<Long> healAndInsert(DSLContext on, QueueSpec spec, List<JSONB> payloads, Duration delay, Duration ttl) {
-    List<Long> ids = QueueStatements.healAndInsertItems(on, spec, payloads, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
+    List<Long> ids = PublishStatements.healAndInsertItems(on, spec, payloads, delay, ttl);
     keepAlive.restart(spec.name());
     events.get().healed(spec.name());
     log.info("re-created auto-deleted queue \"{}\" on publish (it had been reaped)", spec.name());
@@ -144,12 +144,11 @@ final class Publisher {
       return healAndInsert(on, spec, payloads, delay, ttl);
     }
     for (int attempt = 1; attempt <= MAX_CREATE_ATTEMPTS; attempt++) {
-      if (!onOwnConnection(own -> QueueStatements.createOrTouch(own, spec))) {
+      if (!onOwnConnection(own -> QueueStatements.createOrKeepAlive(own, spec))) {
         break;
       }
       keepAlive.restart(spec.name());
-      List<Long> ids = QueueStatements.insertItemsIfQueueExists(on, spec.name(), payloads, delay, ttl)
-          .fetch(MESSAGE_QUEUE_ITEM.ID);
+      List<Long> ids = PublishStatements.insertItemsIfQueueExists(on, spec.name(), payloads, delay, ttl);
       if (!ids.isEmpty()) {
         events.get().healed(spec.name());
         log.info("re-created auto-deleted queue \"{}\" on publish (it had been reaped)", spec.name());
@@ -185,12 +184,12 @@ final class Publisher {
   private static List<Long> insertIfQueueExists(
       DSLContext on, boolean autoCommit, String queue, List<JSONB> payloads, Duration delay, Duration ttl) {
     if (!autoCommit) {
-      return QueueStatements.insertItemsIfQueueExists(on, queue, payloads, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
+      return PublishStatements.insertItemsIfQueueExists(on, queue, payloads, delay, ttl);
     }
     try {
-      return QueueStatements.insertItems(on, queue, payloads, delay, ttl).fetch(MESSAGE_QUEUE_ITEM.ID);
+      return PublishStatements.insertItems(on, queue, payloads, delay, ttl);
     } catch (DataAccessException e) {
-      if (QueueStatements.isMissingQueue(e)) {
+      if (PublishStatements.isMissingQueue(e)) {
         return List.of();
       }
       throw e;

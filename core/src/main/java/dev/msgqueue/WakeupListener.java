@@ -1,10 +1,10 @@
 package dev.msgqueue;
 
+import dev.msgqueue.internal.sql.NotifyStatements;
 import dev.msgqueue.internal.support.Arguments;
 import dev.msgqueue.internal.support.DaemonThreads;
 import java.sql.Connection;
 import java.sql.SQLException;
-import java.sql.Statement;
 import java.time.Duration;
 import java.util.Map;
 import java.util.Set;
@@ -153,10 +153,7 @@ public final class WakeupListener implements AutoCloseable {
     Connection opened = factory.connect();
     try {
       opened.setAutoCommit(true);
-      // Plain SQL: jOOQ has no LISTEN statement. The channel is a constant identifier, never user input.
-      try (Statement statement = opened.createStatement()) {
-        statement.execute("LISTEN " + Wakeups.CHANNEL);
-      }
+      NotifyStatements.listen(opened);
       backendPid = opened.unwrap(PGConnection.class).getBackendPID();
     } catch (SQLException | RuntimeException e) {
       try {

@@ -1,5 +1,6 @@
 package dev.msgqueue;
 
+import dev.msgqueue.internal.sql.NotifyStatements;
 import java.time.Duration;
 import org.jooq.DSLContext;
 
@@ -14,9 +15,6 @@ import org.jooq.DSLContext;
  * transaction that rolls back is lost along with its messages; the window still counts it (the next window notifies).
  */
 final class Wakeups {
-  /** The one channel all wake-ups use; the payload is the queue name. */
-  static final String CHANNEL = "msgqueue_wakeup";
-
   // One notification per queue per window: the same bounded throttle as the keep-alive.
   private final IntervalThrottle throttle;
 
@@ -32,7 +30,7 @@ final class Wakeups {
   /** Called after messages were inserted into {@code queue} through {@code ctx}. */
   void published(DSLContext ctx, String queue) {
     if (throttle != null && throttle.tryPass(queue)) {
-      QueueStatements.notifyWakeup(ctx, queue);
+      NotifyStatements.notifyWakeup(ctx, queue);
     }
   }
 

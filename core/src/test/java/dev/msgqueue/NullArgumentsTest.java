@@ -3,6 +3,7 @@ package dev.msgqueue;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.msgqueue.internal.sql.Receipt;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.lang.reflect.Constructor;
@@ -60,7 +61,7 @@ class NullArgumentsTest {
   private final MsgQueueRepository repository = MsgQueueRepository.create(mock, MsgQueueConfig.defaults());
   private final MsgQueueRepository pooled =
       MsgQueueRepository.create(new PGSimpleDataSource(), MsgQueueConfig.defaults());
-  private final ClaimedMessage claimed = new ClaimedMessage(1, "q", JSONB.valueOf("{}"), LocalDateTime.now());
+  private final ClaimedMessage claimed = new ClaimedMessage("q", JSONB.valueOf("{}"), new Receipt(1, LocalDateTime.now(), false));
   private final Subscriber subscriber =
       Subscriber.builder(repository, QueueSpec.durable("q"), m -> { }).pollInterval(Duration.ofHours(1)).start();
   private final WakeupListener listener = WakeupListener.start(() -> {

@@ -3,6 +3,7 @@ package dev.msgqueue;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.msgqueue.internal.consume.Retries;
 import java.time.Duration;
 import org.junit.jupiter.api.Test;
 

@@ -5,6 +5,7 @@ import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.msgqueue.internal.sql.ClaimStatements;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.msgqueue.internal.sql.ServerTime;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
@@ -329,7 +330,7 @@ class ClaimIT {
     db.dsl().execute(DSL.query("ANALYZE \"MessageQueueItem\"")); // plain SQL: jOOQ has no ANALYZE
 
     for (Duration lease : java.util.Arrays.asList(null, LONG_LEASE)) {
-      org.jooq.Query claim = QueueStatements.claimQuery(
+      org.jooq.Query claim = ClaimStatements.claimQuery(
           DSL.using(org.jooq.SQLDialect.POSTGRES), spec.name(), 100, lease);
       String plan = genericPlan(claim);
       // The candidates come from the ("queueId","id") index, in id order, and the plan knows there are at most 100

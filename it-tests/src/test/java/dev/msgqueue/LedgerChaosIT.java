@@ -721,7 +721,7 @@ class LedgerChaosIT {
     ExecuteListener healCounter = new ExecuteListener() {
       @Override
       public void end(ExecuteContext ctx) {
-        // Only the heal statement names the CTE "healed" (QueueStatements.healAndInsertItems).
+        // Only the heal statement names the CTE "healed" (PublishStatements.healAndInsertItems).
         if (ctx.exception() == null && ctx.sql() != null && ctx.sql().contains("\"healed\"")) {
           heals.increment();
         }

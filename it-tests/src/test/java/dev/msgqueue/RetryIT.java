@@ -615,7 +615,8 @@ class RetryIT {
         });
     MsgQueueRepository offline = MsgQueueRepository.create(
         DSL.using(unreachable, org.jooq.SQLDialect.POSTGRES), MsgQueueConfig.defaults());
-    ClaimedMessage message = new ClaimedMessage(1, "q", org.jooq.JSONB.valueOf("1"), LocalDateTime.now());
+    ClaimedMessage message = new ClaimedMessage(
+        "q", org.jooq.JSONB.valueOf("1"), new dev.msgqueue.internal.sql.Receipt(1, LocalDateTime.now(), false));
     RetryPolicy policy = RetryPolicy.defaults("q-dlq");
 
     assertThatThrownBy(() -> offline.extendLease(null, LONG_LEASE)).isInstanceOf(IllegalArgumentException.class);

@@ -75,7 +75,7 @@ class StatementsDocIT {
       fail("docs/statements.sql is out of date. Regenerate it with\n  " + REGENERATE + "=1 mvn -B -q -pl it-tests -am"
           + " verify -Dit.test=StatementsDocIT -Dtest=NONE -Dsurefire.failIfNoSpecifiedTests=false\nand commit it.");
     }
-    assertThat(captured).containsKeys("QueueStatements.claim", "MaintenanceStatements.lockIdleQueues",
+    assertThat(captured).containsKeys("ClaimStatements.claim", "MaintenanceStatements.lockIdleQueues",
         "MaintenanceStatements.tryAdvisoryLock", "RetryStatements.deadLetter");
   }
 

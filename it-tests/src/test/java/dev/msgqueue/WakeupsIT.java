@@ -3,6 +3,7 @@ package dev.msgqueue;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.zaxxer.hikari.HikariDataSource;
+import dev.msgqueue.internal.sql.NotifyStatements;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.TestDatabase;
 import java.sql.Connection;
@@ -35,7 +36,7 @@ class WakeupsIT {
   void listen() throws Exception {
     listening = db.connect();
     try (Statement statement = listening.createStatement()) {
-      statement.execute("LISTEN " + Wakeups.CHANNEL); // plain SQL: jOOQ has no LISTEN
+      statement.execute("LISTEN " + NotifyStatements.CHANNEL); // plain SQL: jOOQ has no LISTEN
     }
   }
 
@@ -64,7 +65,7 @@ class WakeupsIT {
       PGNotification[] notifications = listening.unwrap(PGConnection.class).getNotifications(200);
       if (notifications != null) {
         for (PGNotification notification : notifications) {
-          assertThat(notification.getName()).isEqualTo(Wakeups.CHANNEL);
+          assertThat(notification.getName()).isEqualTo(NotifyStatements.CHANNEL);
           received.add(notification.getParameter());
         }
       }

@@ -1,4 +1,4 @@
-package dev.msgqueue;
+package dev.msgqueue.internal.sql;
 
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
@@ -6,7 +6,7 @@ import static org.jooq.impl.DSL.count;
 import static org.jooq.impl.DSL.min;
 import static org.jooq.impl.DSL.select;
 
-import dev.msgqueue.internal.sql.ServerTime;
+import dev.msgqueue.QueueStatistics;
 import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
 import dev.msgqueue.jooq.tables.MessageQueue;
 import dev.msgqueue.jooq.tables.MessageQueueItem;
@@ -27,19 +27,19 @@ import org.jooq.Table;
  * {@code ("queueId", "id")} index; for all queues it reads the message table once (a hash join), not once per queue.
  * No row locks: a plain MVCC read, it never waits and never blocks anyone.
  */
-final class QueueStatisticsQuery {
+public final class StatisticsStatements {
   private static final MessageQueue Q = MESSAGE_QUEUE;
   private static final MessageQueueItem I = MESSAGE_QUEUE_ITEM;
 
-  private QueueStatisticsQuery() { }
+  private StatisticsStatements() { }
 
   /** The statistics of {@code queue}, or an empty list if no such queue exists. */
-  static List<QueueStatistics> of(DSLContext ctx, String queue) {
+  public static List<QueueStatistics> ofQueue(DSLContext ctx, String queue) {
     return fetch(ctx, Q.NAME.eq(queue));
   }
 
   /** The statistics of every queue, in name order. */
-  static List<QueueStatistics> ofAll(DSLContext ctx) {
+  public static List<QueueStatistics> ofAll(DSLContext ctx) {
     return fetch(ctx, Q.NAME.isNotNull());
   }
 

@@ -1,25 +1,27 @@
-package dev.msgqueue;
+package dev.msgqueue.internal.sql;
 
-import static dev.msgqueue.QueueStatements.held;
-import static dev.msgqueue.QueueStatements.heldUnderReceipt;
-import static dev.msgqueue.QueueStatements.receipts;
+import static dev.msgqueue.internal.sql.ClaimStatements.held;
+import static dev.msgqueue.internal.sql.ClaimStatements.heldUnderReceipt;
+import static dev.msgqueue.internal.sql.ClaimStatements.receipts;
 import static dev.msgqueue.internal.sql.ServerTime.utcNow;
 import static dev.msgqueue.internal.sql.ServerTime.utcNowPlus;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM_FAILURE;
 import static org.jooq.impl.DSL.coalesce;
-import static org.jooq.impl.DSL.field;
-import static org.jooq.impl.DSL.greatest;
 import static org.jooq.impl.DSL.inline;
 import static org.jooq.impl.DSL.name;
 import static org.jooq.impl.DSL.select;
 import static org.jooq.impl.DSL.val;
 
+import dev.msgqueue.DeadLetter;
+import dev.msgqueue.QueueNotFoundException;
+import dev.msgqueue.RepublishOutcome;
 import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
 import dev.msgqueue.jooq.tables.MessageQueue;
 import dev.msgqueue.jooq.tables.MessageQueueItem;
 import dev.msgqueue.jooq.tables.MessageQueueItemFailure;
+import dev.msgqueue.jooq.tables.records.MessageQueueItemFailureRecord;
 import java.time.Duration;
 import java.time.LocalDateTime;
 import java.util.Collection;
@@ -30,120 +32,88 @@ import org.jooq.CommonTableExpression;
 import org.jooq.Condition;
 import org.jooq.DSLContext;
 import org.jooq.Field;
+import org.jooq.InsertOnDuplicateSetMoreStep;
+import org.jooq.InsertValuesStep7;
 import org.jooq.JSONB;
 import org.jooq.Record1;
 import org.jooq.Record2;
+import org.jooq.Record7;
 import org.jooq.Record8;
 import org.jooq.Result;
-import org.jooq.Table;
-import org.jooq.types.DayToSecond;
+import org.jooq.Select;
 
 /**
- * The statements of lease extension, retries and dead letters, with the locks they take. None of them runs on the
- * happy path: claim and ack never read or write {@code "MessageQueueItemFailure"}, whose row for an item exists only
- * once a delivery of it failed.
+ * The statements of retries and dead letters, with the locks they take. None of them runs on the happy path: claim
+ * and ack never read or write {@code "MessageQueueItemFailure"}, whose row for an item exists only once a delivery of
+ * it failed.
  *
  * <ul>
- *   <li>{@link #extendLease} / {@link #extendLeases}: an UPDATE of the item rows named by their receipts (FOR NO KEY
- *       UPDATE on them), like an ack; no lock on the queue row.
- *   <li>{@link #releaseForRetry} and {@link #deadLetter}: the receipt-checked UPDATE of the item row and the upsert of
+ *   <li>{@link #releaseFailed} and {@link #deadLetter}: the receipt-checked UPDATE of the item row and the upsert of
  *       its failure row in one statement, so both happen or neither. Two consumers failing or acking under the same
  *       receipt serialize on the item row; the second finds the receipt changed and does nothing.
  *       {@link #deadLetter} also changes {@code "queueId"}: its foreign-key check takes KEY SHARE on the dead-letter
  *       queue's row, after the statement's own upsert of that row (NO KEY UPDATE) made sure it exists and is durable.
+ *   <li>{@link #countExpiredLeases}: the failure-row upsert for items joined with their receipts.
  *   <li>{@link #republish}: moves a dead letter back, reading its original queue's row FOR KEY SHARE (like a publish
  *       in a caller's transaction), so a reaper cannot delete that queue in between and the statement raises no
  *       23503.
  * </ul>
+ *
+ * Every failure-row write is {@link #upsertFailure}: the row is locked by the upsert (FOR NO KEY UPDATE) after the
+ * statement's receipt check on the item row, so only the receipt's holder writes it.
  */
-final class RetryStatements {
+public final class RetryStatements {
   private static final MessageQueue Q = MESSAGE_QUEUE;
   private static final MessageQueueItem I = MESSAGE_QUEUE_ITEM;
   private static final MessageQueueItemFailure F = MESSAGE_QUEUE_ITEM_FAILURE;
-  private static final Field<LocalDateTime> ONE_MILLISECOND_LATER = I.READ_AFTER.plus(val(DayToSecond.valueOf(
-      Duration.ofMillis(1))));
 
   private RetryStatements() { }
-
-  /**
-   * Sets a held item's deadline to now + {@code lease}, or to 1 ms past its current deadline if that is later: a
-   * deadline only moves forward, so a receipt is never issued twice and an old receipt can never match again.
-   *
-   * @return the new deadline (the new receipt), or empty if the receipt no longer matches
-   */
-  static Optional<LocalDateTime> extendLease(DSLContext ctx, ClaimedMessage message, Duration lease) {
-    return ctx.update(I)
-        .set(I.READ_AFTER, greatest(utcNowPlus(lease), ONE_MILLISECOND_LATER))
-        .where(held(message))
-        .returningResult(I.READ_AFTER)
-        .fetchOptional(I.READ_AFTER);
-  }
-
-  /**
-   * {@link #extendLease} for many receipts in one statement, joined with the receipts as two arrays
-   * ({@code unnest(ids, deadlines)}): two bind values and one plan whatever the batch size.
-   *
-   * @return (id, new deadline) of the items whose receipt matched
-   */
-  static Result<Record2<Long, LocalDateTime>> extendLeases(
-      DSLContext ctx, Collection<ClaimedMessage> messages, Duration lease) {
-    return ctx.update(I)
-        .set(I.READ_AFTER, greatest(utcNowPlus(lease), ONE_MILLISECOND_LATER))
-        .from(receipts(messages))
-        .where(heldUnderReceipt())
-        .returningResult(I.ID, I.READ_AFTER)
-        .fetch();
-  }
 
   /**
    * How many earlier deliveries of a held item failed (0 if none did), or empty if the receipt no longer matches. A
    * plain read: the statement that acts on the count re-checks the receipt, and while the receipt matches only its
    * holder writes the item's failure row.
    */
-  static Optional<Integer> failedDeliveries(DSLContext ctx, ClaimedMessage message) {
+  public static Optional<Integer> failedDeliveries(DSLContext ctx, Receipt receipt) {
     return ctx.select(coalesce(F.FAILED_DELIVERIES, inline(0)))
         .from(I)
         .leftJoin(F).on(F.ITEM_ID.eq(I.ID))
-        .where(held(message))
+        .where(held(receipt))
         .fetchOptional(Record1::value1);
   }
 
   /**
-   * Releases a held item for a retry (PENDING, claimable from now + {@code backoff}) and counts the failed delivery
-   * with its error, in one statement.
+   * Releases a held item after a failed delivery (PENDING, claimable from now + {@code backoff}) and counts the
+   * failure with its error, in one statement.
    *
    * @return 1 if released, 0 if the receipt no longer matches
    */
-  static int releaseForRetry(
-      DSLContext ctx, ClaimedMessage message, Duration backoff, String errorClass, String errorMessage) {
+  public static int releaseFailed(
+      DSLContext ctx, Receipt receipt, Duration backoff, String errorClass, String errorMessage) {
     CommonTableExpression<Record1<Long>> released = name("released").fields("id")
         .as(ctx.update(I)
             .set(I.STATUS, MessageQueueItemStatus.PENDING)
             .set(I.READ_AFTER, utcNowPlus(backoff))
-            .where(held(message))
+            .where(held(receipt))
             .returningResult(I.ID));
     Field<Long> releasedId = released.field("id", Long.class);
-    return ctx.with(released)
-        .insertInto(F, F.ITEM_ID, F.FAILED_DELIVERIES, F.LAST_ERROR_CLASS, F.LAST_ERROR_MESSAGE, F.LAST_FAILED_AT)
-        .select(select(releasedId, inline(1), val(errorClass, F.LAST_ERROR_CLASS), val(errorMessage,
-            F.LAST_ERROR_MESSAGE), utcNow()).from(released))
-        .onConflict(F.ITEM_ID)
-        .doUpdate()
-        .set(failureCounted(1, errorClass, errorMessage))
+    return upsertFailure(ctx.with(released).insertInto(F, F.ITEM_ID, F.FAILED_DELIVERIES, F.LAST_ERROR_CLASS,
+            F.LAST_ERROR_MESSAGE, F.LAST_FAILED_AT, F.ORIGINAL_QUEUE_ID, F.DEAD_LETTERED_AT),
+        failureRows(releasedId, 1, errorClass, errorMessage, null).from(released), 1, errorClass, errorMessage)
         .execute();
   }
 
   /**
-   * Moves a held item to the dead-letter queue, in one statement: makes sure the dead-letter queue's row exists and
-   * is durable and not auto-deleted (an upsert that writes an existing row only if it is not), changes the item's
-   * queue (PENDING, readable now, expiring after {@code ttl}), and records the original queue, the error and the
-   * time in its failure row. {@code countedDeliveries} is added to the failed deliveries: 1 for a delivery that
-   * failed now, 0 when the failure was already counted (a lease that ran out, counted on redelivery).
+   * Moves a held item of {@code fromQueue} to the dead-letter queue, in one statement: makes sure the dead-letter
+   * queue's row exists and is durable and not auto-deleted (an upsert that writes an existing row only if it is not),
+   * changes the item's queue (PENDING, readable now, expiring after {@code ttl}), and records the original queue, the
+   * error and the time in its failure row. {@code countedDeliveries} is added to the failed deliveries: 1 for a
+   * delivery that failed now, 0 when the failure was already counted (a lease that ran out, counted on redelivery).
    *
    * @return 1 if moved, 0 if the receipt no longer matches
    */
-  static int deadLetter(DSLContext ctx, ClaimedMessage message, String deadLetterQueue, Duration ttl,
-      int countedDeliveries, String errorClass, String errorMessage) {
+  public static int deadLetter(DSLContext ctx, Receipt receipt, String fromQueue, String deadLetterQueue,
+      Duration ttl, int countedDeliveries, String errorClass, String errorMessage) {
     CommonTableExpression<Record1<String>> queueRow = name("dead_letter_queue").fields("name")
         .as(ctx.insertInto(Q)
             .set(Q.NAME, deadLetterQueue)
@@ -163,20 +133,15 @@ final class RetryStatements {
             .set(I.STATUS, MessageQueueItemStatus.PENDING)
             .set(I.READ_AFTER, utcNow())
             .set(I.EXPIRES_AT, utcNowPlus(ttl))
-            .where(held(message))
-            .and(I.QUEUE_ID.eq(message.queueName()))
+            .where(held(receipt))
+            .and(I.QUEUE_ID.eq(fromQueue))
             .returningResult(I.ID));
     Field<Long> movedId = moved.field("id", Long.class);
-    return ctx.with(queueRow).with(moved)
-        .insertInto(F, F.ITEM_ID, F.FAILED_DELIVERIES, F.LAST_ERROR_CLASS, F.LAST_ERROR_MESSAGE, F.LAST_FAILED_AT,
-            F.ORIGINAL_QUEUE_ID, F.DEAD_LETTERED_AT)
-        .select(select(movedId, inline(Math.max(1, countedDeliveries)), val(errorClass, F.LAST_ERROR_CLASS),
-            val(errorMessage, F.LAST_ERROR_MESSAGE), utcNow(), val(message.queueName(), F.ORIGINAL_QUEUE_ID),
-            utcNow()).from(moved))
-        .onConflict(F.ITEM_ID)
-        .doUpdate()
-        .set(failureCounted(countedDeliveries, errorClass, errorMessage))
-        .set(F.ORIGINAL_QUEUE_ID, val(message.queueName(), F.ORIGINAL_QUEUE_ID))
+    return upsertFailure(ctx.with(queueRow).with(moved).insertInto(F, F.ITEM_ID, F.FAILED_DELIVERIES,
+            F.LAST_ERROR_CLASS, F.LAST_ERROR_MESSAGE, F.LAST_FAILED_AT, F.ORIGINAL_QUEUE_ID, F.DEAD_LETTERED_AT),
+        failureRows(movedId, Math.max(1, countedDeliveries), errorClass, errorMessage, fromQueue).from(moved),
+        countedDeliveries, errorClass, errorMessage)
+        .set(F.ORIGINAL_QUEUE_ID, val(fromQueue, F.ORIGINAL_QUEUE_ID))
         .set(F.DEAD_LETTERED_AT, utcNow())
         .execute();
   }
@@ -187,17 +152,14 @@ final class RetryStatements {
    *
    * @return (id, failed deliveries now) of the items whose receipt matched
    */
-  static Result<Record2<Long, Integer>> countExpiredLeases(
-      DSLContext ctx, Collection<ClaimedMessage> messages, String errorMessage) {
-    return ctx.insertInto(F, F.ITEM_ID, F.FAILED_DELIVERIES, F.LAST_ERROR_CLASS, F.LAST_ERROR_MESSAGE,
-            F.LAST_FAILED_AT)
-        .select(select(I.ID, inline(1), val(DeadLetter.LEASE_EXPIRED, F.LAST_ERROR_CLASS),
-                val(errorMessage, F.LAST_ERROR_MESSAGE), utcNow())
+  public static Result<Record2<Long, Integer>> countExpiredLeases(
+      DSLContext ctx, Collection<Receipt> receipts, String errorMessage) {
+    return upsertFailure(ctx.insertInto(F, F.ITEM_ID, F.FAILED_DELIVERIES, F.LAST_ERROR_CLASS, F.LAST_ERROR_MESSAGE,
+            F.LAST_FAILED_AT, F.ORIGINAL_QUEUE_ID, F.DEAD_LETTERED_AT),
+        failureRows(I.ID, 1, DeadLetter.LEASE_EXPIRED, errorMessage, null)
             .from(I)
-            .join(receipts(messages)).on(heldUnderReceipt()))
-        .onConflict(F.ITEM_ID)
-        .doUpdate()
-        .set(failureCounted(1, DeadLetter.LEASE_EXPIRED, errorMessage))
+            .join(receipts(receipts)).on(heldUnderReceipt()),
+        1, DeadLetter.LEASE_EXPIRED, errorMessage)
         .returningResult(F.ITEM_ID, F.FAILED_DELIVERIES)
         .fetch();
   }
@@ -206,8 +168,8 @@ final class RetryStatements {
    * Up to {@code limit} unexpired dead letters in {@code deadLetterQueue} with ids above {@code afterId}, lowest id
    * first: id, payload, original queue, failed deliveries, error class, error message, dead-lettered at, expires at.
    */
-  static Result<Record8<Long, JSONB, String, Integer, String, String, LocalDateTime, LocalDateTime>> deadLetters(
-      DSLContext ctx, String deadLetterQueue, long afterId, int limit) {
+  public static Result<Record8<Long, JSONB, String, Integer, String, String, LocalDateTime, LocalDateTime>>
+      deadLetters(DSLContext ctx, String deadLetterQueue, long afterId, int limit) {
     return ctx.select(I.ID, I.PAYLOAD, F.ORIGINAL_QUEUE_ID, F.FAILED_DELIVERIES, F.LAST_ERROR_CLASS,
             F.LAST_ERROR_MESSAGE, F.DEAD_LETTERED_AT, I.EXPIRES_AT)
         .from(I)
@@ -228,7 +190,7 @@ final class RetryStatements {
    *
    * @return the original queue's name if it moved, else empty
    */
-  static Optional<String> republish(DSLContext ctx, long id, Duration ttl) {
+  public static Optional<String> republish(DSLContext ctx, long id, Duration ttl) {
     MessageQueue original = Q.as("original");
     CommonTableExpression<Record2<Long, String>> moved = name("moved").fields("id", "queueId")
         .as(ctx.update(I)
@@ -263,7 +225,7 @@ final class RetryStatements {
    *
    * @throws QueueNotFoundException if it is a dead letter whose original queue no longer exists
    */
-  static RepublishOutcome whyNotRepublished(DSLContext ctx, long id) {
+  public static RepublishOutcome whyNotRepublished(DSLContext ctx, long id) {
     MessageQueue original = Q.as("original");
     var row = ctx.select(I.EXPIRES_AT.isNull().or(I.EXPIRES_AT.gt(utcNow())), F.DEAD_LETTERED_AT.isNotNull(),
             F.ORIGINAL_QUEUE_ID, original.NAME.isNotNull())
@@ -286,17 +248,34 @@ final class RetryStatements {
   }
 
   /**
-   * The update half of every failure-row upsert ({@code ON CONFLICT ("itemId") DO UPDATE}): adds {@code deliveries}
-   * failed deliveries and records the error and the time. The row is locked by the upsert (FOR NO KEY UPDATE), after
-   * the statement's receipt check on the item row, so only the receipt's holder writes it.
+   * The new failure rows' columns: the item, its first count, the error and the time, and for a dead letter the
+   * queue it came from and the time it was moved ({@code null} otherwise, as the table's defaults are).
    */
-  private static Map<Field<?>, Field<?>> failureCounted(int deliveries, String errorClass, String errorMessage) {
+  private static org.jooq.SelectSelectStep<Record7<Long, Integer, String, String, LocalDateTime, String,
+      LocalDateTime>> failureRows(Field<Long> itemId, int deliveries, String errorClass, String errorMessage,
+      String deadLetteredFrom) {
+    return select(itemId, inline(deliveries), val(errorClass, F.LAST_ERROR_CLASS),
+        val(errorMessage, F.LAST_ERROR_MESSAGE), utcNow(), val(deadLetteredFrom, F.ORIGINAL_QUEUE_ID),
+        deadLetteredFrom == null ? val(null, F.DEAD_LETTERED_AT) : utcNow());
+  }
+
+  /**
+   * The failure-row upsert ({@code INSERT ... ON CONFLICT ("itemId") DO UPDATE}): inserts {@code rows}, or adds
+   * {@code deliveries} failed deliveries to an existing row and records the error and the time. The row is locked by
+   * the upsert (FOR NO KEY UPDATE), after the statement's receipt check on the item row, so only the receipt's holder
+   * writes it.
+   */
+  private static InsertOnDuplicateSetMoreStep<MessageQueueItemFailureRecord> upsertFailure(
+      InsertValuesStep7<MessageQueueItemFailureRecord, Long, Integer, String, String, LocalDateTime, String,
+          LocalDateTime> insert,
+      Select<? extends Record7<Long, Integer, String, String, LocalDateTime, String, LocalDateTime>> rows,
+      int deliveries, String errorClass, String errorMessage) {
     Map<Field<?>, Field<?>> update = new LinkedHashMap<>();
     update.put(F.FAILED_DELIVERIES, F.FAILED_DELIVERIES.plus(inline(deliveries)));
     update.put(F.LAST_ERROR_CLASS, val(errorClass, F.LAST_ERROR_CLASS));
     update.put(F.LAST_ERROR_MESSAGE, val(errorMessage, F.LAST_ERROR_MESSAGE));
     update.put(F.LAST_FAILED_AT, utcNow());
-    return update;
+    return insert.select(rows).onConflict(F.ITEM_ID).doUpdate().set(update);
   }
 
   /** No consumer holds the item now: PENDING, or a lease that ran out. */
