@@ -1,6 +1,7 @@
 package dev.msgqueue;
 
 import dev.msgqueue.internal.support.Arguments;
+import dev.msgqueue.internal.support.Utf16;
 import java.nio.charset.StandardCharsets;
 import java.util.UUID;
 
@@ -36,22 +37,6 @@ public record QueueSpec(String name, boolean durable, boolean autoDeleted, boole
     if (!exclusive && exclusiveConsumerId != null) {
       throw new IllegalArgumentException("queue \"" + name + "\" has an exclusiveConsumerId but is not exclusive");
     }
-  }
-
-  /**
-   * The index of the first UTF-16 surrogate without its partner, or -1: such text has no UTF-8 form, so PostgreSQL
-   * rejects it.
-   */
-  static int unpairedSurrogateIndex(String text) {
-    for (int i = 0; i < text.length(); i++) {
-      char c = text.charAt(i);
-      if (Character.isHighSurrogate(c) && i + 1 < text.length() && Character.isLowSurrogate(text.charAt(i + 1))) {
-        i++;
-      } else if (Character.isSurrogate(c)) {
-        return i;
-      }
-    }
-    return -1;
   }
 
   /** White space or a format character: nothing a reader can see, so not allowed at either end of a name. */
@@ -98,7 +83,7 @@ public record QueueSpec(String name, boolean durable, boolean autoDeleted, boole
       throw new IllegalArgumentException("queue name \"" + name + "\" starts or ends with white space or a format"
           + " character (U+" + String.format("%04X", isInvisible(first) ? first : last) + ")");
     }
-    int unpaired = unpairedSurrogateIndex(name);
+    int unpaired = Utf16.unpairedSurrogateIndex(name);
     if (unpaired >= 0) {
       throw new IllegalArgumentException("queue name has an unpaired surrogate at index " + unpaired);
     }

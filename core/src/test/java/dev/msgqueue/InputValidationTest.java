@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatCode;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.msgqueue.internal.publish.Payloads;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
