@@ -380,6 +380,7 @@ select "MessageQueue"."name"
 from "MessageQueue"
 where (
   "MessageQueue"."autoDeleted" = true
+  and "MessageQueue"."durable" = false
   and "MessageQueue"."lastActive" < (date_trunc(
     'milliseconds',
     timezone(
@@ -974,7 +975,7 @@ set
 
 -- RetryStatements.deadLetters
 --   Up to {@code limit} unexpired dead letters in {@code deadLetterQueue} with ids above {@code afterId}, lowest id
---   first: id, payload, original queue, failed deliveries, error class, error message, dead-lettered at, expires at.
+--   first.
 select
   "MessageQueueItem"."id",
   "MessageQueueItem"."payload",

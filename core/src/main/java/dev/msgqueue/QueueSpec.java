@@ -20,8 +20,9 @@ import java.util.UUID;
  * zero-width joiners). Quotes, semicolons and all other Unicode are fine: every value is a bind parameter.
  *
  * @param name the queue's name, its primary key
- * @param durable whether the queue is durable (stored as given; msgqueue does not act on it)
- * @param autoDeleted whether the reaper may delete the queue once it is idle and holds no unexpired message
+ * @param durable whether the queue is durable: the reaper never deletes a durable queue, whatever its row says
+ * @param autoDeleted whether the reaper may delete the queue once it is idle and holds no unexpired message; not
+ *     together with {@code durable}
  * @param exclusive whether the queue belongs to one consumer
  * @param exclusiveConsumerId the owning consumer of an exclusive queue; required exactly when {@code exclusive}
  */
@@ -31,6 +32,10 @@ public record QueueSpec(String name, boolean durable, boolean autoDeleted, boole
 
   public QueueSpec {
     requireValidName(name);
+    if (durable && autoDeleted) {
+      throw new IllegalArgumentException(
+          "queue \"" + name + "\" is durable and auto-deleted: a durable queue is never reaped, choose one");
+    }
     if (exclusive && exclusiveConsumerId == null) {
       throw new IllegalArgumentException("queue \"" + name + "\" is exclusive but has no exclusiveConsumerId");
     }

@@ -69,6 +69,14 @@ class InputValidationTest {
         .isInstanceOf(IllegalArgumentException.class);
   }
 
+  @Test
+  void aDurableQueueCannotBeAutoDeleted() {
+    assertThatThrownBy(() -> new QueueSpec("q", true, true, false, null))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("durable and auto-deleted");
+    assertThat(QueueSpec.durable("q").autoDeleted()).isFalse();
+    assertThat(QueueSpec.autoDeleted("q").durable()).isFalse();
+  }
+
   @ParameterizedTest
   @ValueSource(strings = {"{", "}", "{\"a\":}", "nul", "[1,]", "{\"a\" 1}", "'single'", "NaN", "{} {}", "1 2",
       "\"\\u0000\"", "{\"\\u0000\": 1}", "\"\\ud800\"", "1e1000000", "--1"})
