@@ -380,6 +380,7 @@ select "MessageQueue"."name"
 from "MessageQueue"
 where (
   "MessageQueue"."autoDeleted" = true
+  and "MessageQueue"."durable" = false
   and "MessageQueue"."lastActive" < (date_trunc(
     'milliseconds',
     timezone(

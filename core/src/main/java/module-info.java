@@ -1,6 +1,7 @@
 /**
  * msgqueue's core: the API in {@code dev.msgqueue}, nothing else exported. The sub-packages of
- * {@code dev.msgqueue.internal} are its rooms (publish, maintenance, SQL, support) and may change in any release.
+ * {@code dev.msgqueue.internal} are its rooms (publish, consume, maintenance, SQL, support) and may change in any
+ * release.
  */
 module dev.msgqueue.core {
   requires transitive java.sql;

@@ -2,6 +2,9 @@ package dev.msgqueue;
 
 import dev.msgqueue.internal.sql.Receipt;
 import java.time.LocalDateTime;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.List;
 import java.util.Objects;
 import org.jooq.JSONB;
 
@@ -63,6 +66,15 @@ public final class ClaimedMessage {
   /** The same message under the receipt of a lease extension. */
   ClaimedMessage withReceipt(Receipt extended) {
     return new ClaimedMessage(queueName, payload, extended);
+  }
+
+  /** The receipts of {@code messages}, in their order: what the claim statements check. */
+  static List<Receipt> receipts(Collection<ClaimedMessage> messages) {
+    List<Receipt> receipts = new ArrayList<>(messages.size());
+    for (ClaimedMessage message : messages) {
+      receipts.add(message.receipt);
+    }
+    return receipts;
   }
 
   @Override

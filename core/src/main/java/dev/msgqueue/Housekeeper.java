@@ -1,9 +1,9 @@
 package dev.msgqueue;
 
-import dev.msgqueue.internal.sql.MaintenanceStatements;
-import dev.msgqueue.internal.sql.StatisticsStatements;
+import dev.msgqueue.internal.maintenance.Maintenance;
 import dev.msgqueue.internal.support.Arguments;
 import dev.msgqueue.internal.support.DaemonThreads;
+import dev.msgqueue.internal.support.QueueContext;
 import java.sql.Connection;
 import java.time.Clock;
 import java.time.Duration;
@@ -78,7 +78,8 @@ public final class Housekeeper implements AutoCloseable {
 
   private static final Logger log = LoggerFactory.getLogger(Housekeeper.class);
 
-  private final MsgQueueRepository repository;
+  private final QueueContext context;
+  private final Maintenance maintenance;
   private final Duration interval;
   private final Duration firstRunJitter;
   private final long advisoryLockKey;
@@ -91,7 +92,8 @@ public final class Housekeeper implements AutoCloseable {
   private final ScheduledExecutorService scheduler;
 
   private Housekeeper(Builder builder) {
-    this.repository = builder.repository;
+    this.context = builder.repository.context();
+    this.maintenance = new Maintenance(context);
     this.interval = builder.interval;
     this.firstRunJitter = builder.firstRunJitter == null ? builder.interval : builder.firstRunJitter;
     this.advisoryLockKey = builder.advisoryLockKey;
@@ -161,12 +163,8 @@ public final class Housekeeper implements AutoCloseable {
 
   /** Every replica refreshes its statistics gauges each tick, whichever replica did the work. */
   private void refreshStatistics() {
-    MsgQueueEvents events = repository.events();
-    if (!events.wantsStatistics()) {
-      return;
-    }
     try {
-      events.statistics(StatisticsStatements.ofAll(repository.ownContext()));
+      maintenance.refreshStatistics();
     } catch (RuntimeException e) {
       log.warn("housekeeper: could not read the queue statistics; the gauges keep their previous values", e);
     }
@@ -230,7 +228,7 @@ public final class Housekeeper implements AutoCloseable {
   private Work underLock() {
     // The repository's own connections: a tick's commit must never be the commit of a transaction the caller has
     // open on this thread (a repository created over a transaction-joining context).
-    DSLContext ctx = repository.ownContext();
+    DSLContext ctx = context.own();
     return ctx.connectionResult(connection -> {
       boolean autoCommit = connection.getAutoCommit();
       connection.setAutoCommit(false);
@@ -238,10 +236,10 @@ public final class Housekeeper implements AutoCloseable {
       try {
         Work work = null;
         // The lock statement on the connection it must hold the lock on, under the repository's deadlines.
-        if (MaintenanceStatements.tryAdvisoryLock(ctx.configuration().derive(connection).dsl(), advisoryLockKey)) {
+        if (Maintenance.tryTurn(ctx.configuration().derive(connection).dsl(), advisoryLockKey)) {
           whileHoldingLock.run();
-          List<String> reaped = repository.reapIdleQueues();
-          int deleted = repository.cleanUpExpiredMessages();
+          List<String> reaped = maintenance.reapIdleQueues();
+          int deleted = maintenance.cleanUpExpiredMessages();
           work = new Work(reaped.size(), deleted);
         }
         // Ending the transaction releases the lock; the jobs committed on their own connections.
@@ -289,7 +287,7 @@ public final class Housekeeper implements AutoCloseable {
       if (repository == null) {
         throw new IllegalArgumentException("repository is null");
       }
-      if (repository.ownContext().configuration().connectionProvider() instanceof DefaultConnectionProvider) {
+      if (repository.context().own().configuration().connectionProvider() instanceof DefaultConnectionProvider) {
         throw new IllegalArgumentException("the housekeeper needs a repository that takes connections from a pool or"
             + " data source, not one bound to a single connection");
       }

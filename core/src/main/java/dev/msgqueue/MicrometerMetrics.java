@@ -1,6 +1,7 @@
 package dev.msgqueue;
 
 import dev.msgqueue.internal.support.Arguments;
+import dev.msgqueue.internal.support.MsgQueueEvents;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.MultiGauge;
@@ -90,14 +91,14 @@ public final class MicrometerMetrics implements AutoCloseable {
           "maxQueueTags must be in [1, " + MAX_QUEUE_TAGS + "], was " + maxQueueTags);
     }
     MicrometerMetrics metrics = new MicrometerMetrics(registry, repository, maxQueueTags);
-    repository.reportTo(metrics.new Sink());
+    repository.context().events().reportTo(metrics.new Sink());
     return metrics;
   }
 
   /** Stops recording (the repository reports to no one again); the meters stay in the registry. */
   @Override
   public void close() {
-    repository.reportTo(MsgQueueEvents.NONE);
+    repository.context().events().reportTo(MsgQueueEvents.NONE);
   }
 
   /** The {@code queue} tag value for {@code queue}: its name while fewer than the bound have one, else the rest's. */

@@ -119,7 +119,7 @@ public record MsgQueueConfig(
     private Duration statementTimeout = Duration.ofSeconds(30);
     private Duration lockTimeout = Duration.ofSeconds(5);
     private boolean wakeupNotifications = true;
-    private Duration wakeupWindow = Wakeups.defaultWindow();
+    private Duration wakeupWindow = Duration.ofMillis(50);
     private boolean publishCoalescing = true;
 
     private Builder() { }

@@ -1,15 +1,23 @@
 package dev.msgqueue;
 
-import dev.msgqueue.internal.maintenance.ExpiredMessageCleanup;
-import dev.msgqueue.internal.maintenance.IdleQueueReaper;
 import dev.msgqueue.internal.consume.Retries;
+import dev.msgqueue.internal.maintenance.Maintenance;
+import dev.msgqueue.internal.publish.Payloads;
+import dev.msgqueue.internal.publish.PublishCoalescer;
+import dev.msgqueue.internal.publish.Publisher;
+import dev.msgqueue.internal.publish.Wakeups;
 import dev.msgqueue.internal.sql.ClaimStatements;
 import dev.msgqueue.internal.sql.QueueStatements;
 import dev.msgqueue.internal.sql.Receipt;
 import dev.msgqueue.internal.sql.RetryStatements;
 import dev.msgqueue.internal.sql.StatisticsStatements;
-import dev.msgqueue.internal.sql.SessionSettings;
 import dev.msgqueue.internal.support.Arguments;
+import dev.msgqueue.internal.support.EventSink;
+import dev.msgqueue.internal.support.FailureTranslation;
+import dev.msgqueue.internal.support.IntervalThrottle;
+import dev.msgqueue.internal.support.MsgQueueEvents;
+import dev.msgqueue.internal.support.QueueContext;
+import dev.msgqueue.internal.support.StatementDeadlines;
 import java.sql.Connection;
 import java.time.Duration;
 import java.time.Instant;
@@ -23,18 +31,14 @@ import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
-import java.util.Objects;
 import java.util.Optional;
 import java.util.Set;
 import java.util.concurrent.ThreadLocalRandom;
-import java.util.concurrent.atomic.AtomicReference;
 import javax.sql.DataSource;
 import org.jooq.DSLContext;
 import org.jooq.JSONB;
 import org.jooq.SQLDialect;
 import org.jooq.impl.DSL;
-import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 /**
  * Publishes messages to named queues and keeps the queue table tidy. Thread-safe; create one per service and share
@@ -74,35 +78,22 @@ import org.slf4j.LoggerFactory;
 public final class MsgQueueRepository {
   /** The most messages {@link #publishBatch} takes in one call (one statement). */
   public static final int MAX_BATCH_SIZE = 10_000;
-  /** The most single-message publishes one coalesced statement carries (see {@link MsgQueueConfig#publishCoalescing}). */
-  static final int MAX_COALESCED_MESSAGES = 1_000;
   /** The shortest lease: the timestamps' precision, so that every re-claim stores a strictly later deadline. */
   public static final Duration MIN_LEASE = Duration.ofMillis(1);
-  private static final Logger log = LoggerFactory.getLogger(MsgQueueRepository.class);
 
-  private final DSLContext ctx;
-  /** Connections that never join a caller's transaction: keep-alives, heals and every maintenance act run here. */
-  private final DSLContext own;
-  private final MsgQueueConfig config;
+  private final QueueContext context;
   private final Payloads payloads;
   private final Publisher publisher;
   /** Group commit of this repository's own autocommit publishes; {@code null} when off, and in views. */
   private final PublishCoalescer coalescer;
-  private final IdleQueueReaper reaper;
-  private final ExpiredMessageCleanup cleanup;
-  // Shared with every view of this repository, so metrics bound once see all of them.
-  private volatile AtomicReference<MsgQueueEvents> events = new AtomicReference<>(MsgQueueEvents.NONE);
+  private final Maintenance maintenance;
 
-  private MsgQueueRepository(DSLContext ctx, DSLContext own, MsgQueueConfig config, Payloads payloads,
-      Publisher publisher, PublishCoalescer coalescer) {
-    this.coalescer = coalescer;
-    this.ctx = ctx;
-    this.own = own;
-    this.config = config;
+  private MsgQueueRepository(QueueContext context, Payloads payloads, Publisher publisher, PublishCoalescer coalescer) {
+    this.context = context;
     this.payloads = payloads;
     this.publisher = publisher;
-    this.reaper = new IdleQueueReaper(own, config);
-    this.cleanup = new ExpiredMessageCleanup(own, config);
+    this.coalescer = coalescer;
+    this.maintenance = new Maintenance(context);
   }
 
   /**
@@ -141,15 +132,11 @@ public final class MsgQueueRepository {
   }
 
   private static MsgQueueRepository create(DSLContext ctx, DSLContext own, MsgQueueConfig config) {
-    AtomicReference<MsgQueueEvents> events = new AtomicReference<>(MsgQueueEvents.NONE);
-    Publisher publisher = new Publisher(own, config,
-        new IntervalThrottle(config.keepAliveInterval(), config.maxTrackedQueues()), Wakeups.from(config), events);
-    PublishCoalescer coalescer = config.publishCoalescing()
-        ? new PublishCoalescer(publisher, own, MAX_COALESCED_MESSAGES) : null;
-    MsgQueueRepository repository =
-        new MsgQueueRepository(ctx, own, config, new Payloads(config.maxPayloadBytes()), publisher, coalescer);
-    repository.events = events;
-    return repository;
+    QueueContext context = new QueueContext(ctx, own, config, new EventSink(),
+        new IntervalThrottle(config.keepAliveInterval(), config.maxTrackedQueues()));
+    Publisher publisher = new Publisher(context, Wakeups.from(config));
+    PublishCoalescer coalescer = config.publishCoalescing() ? new PublishCoalescer(publisher, own) : null;
+    return new MsgQueueRepository(context, new Payloads(config.maxPayloadBytes()), publisher, coalescer);
   }
 
   /** A repository taking a connection from {@code dataSource} per statement (or per batch transaction). */
@@ -166,44 +153,19 @@ public final class MsgQueueRepository {
    * @throws IllegalArgumentException if the context's dialect is not PostgreSQL
    */
   public TransactionalQueue inTransaction(DSLContext transactionContext) {
-    return new TransactionalQueue(boundTo(transactionContext));
-  }
-
-  /** This repository's state and configuration, running its statements on {@code context}. */
-  MsgQueueRepository boundTo(DSLContext context) {
-    Arguments.requireNonNull(context, "transactionContext");
-    requirePostgres(context);
-    MsgQueueRepository bound =
-        new MsgQueueRepository(bounded(context, config), own, config, payloads, publisher, null);
-    bound.events = events;
-    return bound;
+    Arguments.requireNonNull(transactionContext, "transactionContext");
+    requirePostgres(transactionContext);
+    return new TransactionalQueue(new MsgQueueRepository(
+        context.on(bounded(transactionContext, context.config())), payloads, publisher, null));
   }
 
   public MsgQueueConfig config() {
-    return config;
+    return context.config();
   }
 
-  /** Where this repository and its subscribers and housekeepers report events (metrics); a no-op by default. */
-  MsgQueueEvents events() {
-    return events.get();
-  }
-
-  /** Sends this repository's events (and its views', subscribers' and housekeepers') to {@code sink}. */
-  void reportTo(MsgQueueEvents sink) {
-    events.set(Arguments.requireNonNull(sink, "sink"));
-  }
-
-  /** The context every statement of this repository runs on (bounded and failure-translating). */
-  DSLContext context() {
-    return ctx;
-  }
-
-  /**
-   * The context of the repository's own connections (bounded and failure-translating), never a caller's
-   * transaction's unless the repository was created over one: what maintenance runs on.
-   */
-  DSLContext ownContext() {
-    return own;
+  /** What this repository's rooms share: for its subscribers, housekeepers and metrics. */
+  QueueContext context() {
+    return context;
   }
 
   /** Publishes a JSON text payload with default options. @return the message id */
@@ -255,35 +217,27 @@ public final class MsgQueueRepository {
         throw new IllegalArgumentException("payload " + i + ": " + e.getMessage(), e);
       }
     }
-    if (validated.isEmpty()) {
-      requireValid(spec, options);
-      return List.of();
-    }
-    return publishValidated(spec, validated, options);
+    Duration ttl = requireValid(spec, options);
+    return validated.isEmpty() ? List.of() : publishValidated(spec, validated, options.delay(), ttl);
   }
 
   private long publishOne(QueueSpec spec, JSONB payload, PublishOptions options) {
     Duration ttl = requireValid(spec, options);
     // Only in autocommit: a publish on a connection with autocommit off belongs to that connection's transaction.
-    if (coalescer != null && ctx.connectionResult(Connection::getAutoCommit)) {
+    if (coalescer != null && context.statements().connectionResult(Connection::getAutoCommit)) {
       long start = System.nanoTime();
       long id = coalescer.publish(spec, payload, options.delay(), ttl);
-      events().published(spec.name(), 1, System.nanoTime() - start);
+      context.report().published(spec.name(), 1, System.nanoTime() - start);
       return id;
     }
-    return publishValidated(spec, List.of(payload), options).get(0);
+    return publishValidated(spec, List.of(payload), options.delay(), ttl).get(0);
   }
 
-  private List<Long> publishValidated(QueueSpec spec, List<JSONB> validated, PublishOptions options) {
+  private List<Long> publishValidated(QueueSpec spec, List<JSONB> validated, Duration delay, Duration ttl) {
     long start = System.nanoTime();
-    List<Long> ids = store(spec, validated, options);
-    events().published(spec.name(), ids.size(), System.nanoTime() - start);
+    List<Long> ids = publisher.publish(context.statements(), spec, validated, delay, ttl);
+    context.report().published(spec.name(), ids.size(), System.nanoTime() - start);
     return ids;
-  }
-
-  private List<Long> store(QueueSpec spec, List<JSONB> validated, PublishOptions options) {
-    Duration ttl = requireValid(spec, options);
-    return publisher.publish(ctx, spec, validated, options.delay(), ttl);
   }
 
   /**
@@ -323,14 +277,14 @@ public final class MsgQueueRepository {
       throw new IllegalArgumentException("max must be in [1, " + MAX_BATCH_SIZE + "], was " + max);
     }
     long start = System.nanoTime();
-    List<ClaimedMessage> claimed =
-        ClaimStatements.claim(ctx, queueName, max, lease, (receipt, payload) -> new ClaimedMessage(queueName, payload, receipt));
+    List<ClaimedMessage> claimed = ClaimStatements.claim(context.statements(), queueName, max, lease,
+        (receipt, payload) -> new ClaimedMessage(queueName, payload, receipt));
     claimed.sort(Comparator.comparingLong(ClaimedMessage::id));
     long redelivered = claimed.stream().filter(ClaimedMessage::redelivered).count();
     if (redelivered > 0) {
-      events().redelivered(queueName, (int) redelivered);
+      context.report().redelivered(queueName, (int) redelivered);
     }
-    events().claimed(queueName, claimed.size(), System.nanoTime() - start);
+    context.report().claimed(queueName, claimed.size(), System.nanoTime() - start);
     return claimed;
   }
 
@@ -347,26 +301,11 @@ public final class MsgQueueRepository {
       return List.of();
     }
     long start = System.nanoTime();
-    List<Long> acked = new ArrayList<>(ClaimStatements.ack(ctx, receipts(messages)));
+    List<Long> acked =
+        new ArrayList<>(ClaimStatements.ack(context.statements(), ClaimedMessage.receipts(messages)));
     Collections.sort(acked);
     reportAcked(messages, acked, System.nanoTime() - start);
     return acked;
-  }
-
-  /**
-   * {@link #ack(Collection)} of messages of one queue, for a subscriber that needs only the count: the ids are not
-   * returned, so nothing is sent back or mapped per message.
-   *
-   * @return how many were deleted
-   */
-  int ackCount(String queueName, Collection<ClaimedMessage> messages) {
-    if (messages.isEmpty()) {
-      return 0;
-    }
-    long start = System.nanoTime();
-    int deleted = ClaimStatements.ackCount(ctx, receipts(messages));
-    events().acked(queueName, deleted, System.nanoTime() - start);
-    return deleted;
   }
 
   /** Acks one claimed message. @return whether it was deleted (see {@link #ack(Collection)}) */
@@ -383,40 +322,11 @@ public final class MsgQueueRepository {
   public boolean release(ClaimedMessage message, Duration delay) {
     Arguments.requireNonNull(message, "message");
     Arguments.requireWithin(delay, "delay", Duration.ZERO, MsgQueueConfig.MAX_MESSAGE_LIFETIME);
-    boolean released = ClaimStatements.release(ctx, message.receipt(), delay) > 0;
+    boolean released = ClaimStatements.release(context.statements(), message.receipt(), delay) > 0;
     if (released) {
-      events().released(message.queueName());
+      context.report().released(message.queueName());
     }
     return released;
-  }
-
-  /** Batched release of claimed, unstarted messages; see {@link ClaimStatements#release}. @return the ids released */
-  List<Long> release(Collection<ClaimedMessage> messages) {
-    if (messages.isEmpty()) {
-      return List.of();
-    }
-    List<Long> released = new ArrayList<>(ClaimStatements.release(ctx, receipts(messages)));
-    Collections.sort(released);
-    return released;
-  }
-
-  /** Whether the queue row exists, read without taking or waiting for any lock. */
-  boolean queueExists(String queueName) {
-    return QueueStatements.queueExists(ctx, queueName);
-  }
-
-  /**
-   * {@link #bindQueue} in its own transaction whose lock waits are bounded by {@code lockTimeout}: for a consumer
-   * re-creating a missing queue, which must not wait for another transaction's uncommitted queue row.
-   *
-   * @throws MsgQueueTimeoutException if it would have waited longer
-   */
-  void bindQueueWithin(QueueSpec spec, Duration lockTimeout) {
-    ctx.transaction(tx -> {
-      SessionSettings.limitLockWaits(tx.dsl(), lockTimeout);
-      QueueStatements.bind(tx.dsl(), spec);
-    });
-    publisher.keptAlive(spec.name());
   }
 
   /**
@@ -434,7 +344,7 @@ public final class MsgQueueRepository {
   public Optional<ClaimedMessage> extendLease(ClaimedMessage message, Duration lease) {
     Arguments.requireNonNull(message, "message");
     requireValidLease(lease);
-    return ClaimStatements.extendLease(ctx, message.receipt(), lease)
+    return ClaimStatements.extendLease(context.statements(), message.receipt(), lease)
         .map(deadline -> message.withReceipt(message.receipt().extendedTo(deadline)));
   }
 
@@ -452,7 +362,8 @@ public final class MsgQueueRepository {
       return List.of();
     }
     Map<Long, LocalDateTime> deadlines = new HashMap<>();
-    ClaimStatements.extendLeases(ctx, receipts(messages), lease).forEach(row -> deadlines.put(row.value1(), row.value2()));
+    ClaimStatements.extendLeases(context.statements(), ClaimedMessage.receipts(messages), lease)
+        .forEach(row -> deadlines.put(row.value1(), row.value2()));
     List<ClaimedMessage> extended = new ArrayList<>(deadlines.size());
     for (ClaimedMessage message : messages) {
       LocalDateTime deadline = deadlines.remove(message.id());
@@ -487,45 +398,12 @@ public final class MsgQueueRepository {
       throw new IllegalArgumentException("message " + message.id() + " is in the dead-letter queue \""
           + policy.deadLetterQueue() + "\" already: a dead-letter queue's consumer needs a policy naming another one");
     }
-    FailureOutcome outcome = Retries.fail(ctx, message.queueName(), message.receipt(), error, policy,
+    FailureOutcome outcome = Retries.fail(context.statements(), message.queueName(), message.receipt(), error, policy,
         failed -> policy.backoff(failed, () -> ThreadLocalRandom.current().nextDouble()));
     if (outcome == FailureOutcome.DEAD_LETTERED) {
-      events().deadLettered(message.queueName(), 1);
+      context.report().deadLettered(message.queueName(), 1);
     }
     return outcome;
-  }
-
-  /**
-   * For a subscriber, right after a lease-mode claim: counts each redelivered message's expired lease (its previous
-   * delivery ended without ack, release or fail) as a failed delivery, and moves those that already had
-   * {@code maxDeliveries} deliveries to the dead-letter queue instead of delivering them again, so a message that
-   * crashes its consumer every time is dead-lettered too. One statement when some message was redelivered, none
-   * otherwise. Messages of the policy's dead-letter queue itself are handed on uncounted.
-   *
-   * <p>If the process dies between the claim and this call, that one redelivery goes uncounted: the message gets one
-   * delivery more than {@code maxDeliveries}, never fewer.
-   *
-   * @return the messages to handle, in the given order: all but the dead-lettered ones
-   */
-  List<ClaimedMessage> countRedeliveries(List<ClaimedMessage> claimed, RetryPolicy policy) {
-    Objects.requireNonNull(claimed, "claimed");
-    Objects.requireNonNull(policy, "policy");
-    if (claimed.isEmpty()) {
-      return claimed;
-    }
-    Set<Long> deadLettered =
-        Retries.countRedeliveries(ctx, claimed.get(0).queueName(), receipts(claimed), policy);
-    if (deadLettered.isEmpty()) {
-      return claimed;
-    }
-    events().deadLettered(claimed.get(0).queueName(), deadLettered.size());
-    List<ClaimedMessage> toHandle = new ArrayList<>(claimed.size() - deadLettered.size());
-    for (ClaimedMessage message : claimed) {
-      if (!deadLettered.contains(message.id())) {
-        toHandle.add(message);
-      }
-    }
-    return toHandle;
   }
 
   /**
@@ -549,7 +427,7 @@ public final class MsgQueueRepository {
       throw new IllegalArgumentException("max must be in [1, " + MAX_BATCH_SIZE + "], was " + max);
     }
     List<DeadLetter> letters = new ArrayList<>();
-    for (var row : RetryStatements.deadLetters(ctx, deadLetterQueue, afterId, max)) {
+    for (var row : RetryStatements.deadLetters(context.statements(), deadLetterQueue, afterId, max)) {
       letters.add(new DeadLetter(row.value1(), row.value2().data(), row.value3(), deadLetterQueue, row.value4(),
           row.value5(), row.value6(), utcInstant(row.value7()), utcInstant(row.value8())));
     }
@@ -568,10 +446,11 @@ public final class MsgQueueRepository {
    *     transaction is not aborted
    */
   public RepublishOutcome republishDeadLetter(long messageId) {
-    if (RetryStatements.republish(ctx, messageId, config.defaultMessageTtl()).isPresent()) {
+    Duration ttl = context.config().defaultMessageTtl();
+    if (RetryStatements.republish(context.statements(), messageId, ttl).isPresent()) {
       return RepublishOutcome.REPUBLISHED;
     }
-    return RetryStatements.whyNotRepublished(ctx, messageId);
+    return RetryStatements.whyNotRepublished(context.statements(), messageId);
   }
 
   /**
@@ -580,8 +459,8 @@ public final class MsgQueueRepository {
    */
   public void bindQueue(QueueSpec spec) {
     Arguments.requireNonNull(spec, "spec");
-    QueueStatements.bind(ctx, spec);
-    publisher.keptAlive(spec.name());
+    QueueStatements.bind(context.statements(), spec);
+    context.keepAlives().done(spec.name());
   }
 
   /**
@@ -592,9 +471,9 @@ public final class MsgQueueRepository {
    */
   public boolean keepAlive(String queueName) {
     QueueSpec.requireValidName(queueName);
-    boolean written = QueueStatements.keepAlive(ctx, queueName) > 0;
+    boolean written = QueueStatements.keepAlive(context.statements(), queueName) > 0;
     if (written) {
-      publisher.keptAlive(queueName);
+      context.keepAlives().done(queueName);
     }
     return written;
   }
@@ -609,10 +488,7 @@ public final class MsgQueueRepository {
    * @return the names of the queues deleted
    */
   public List<String> reapIdleQueues() {
-    List<String> reaped = reaper.reap();
-    events().reaped(reaped.size());
-    reaped.forEach(publisher::forget);
-    return reaped;
+    return maintenance.reapIdleQueues();
   }
 
   /**
@@ -625,9 +501,7 @@ public final class MsgQueueRepository {
    * @return how many messages it deleted
    */
   public int cleanUpExpiredMessages() {
-    int deleted = cleanup.deleteExpired();
-    events().expiredDeleted(deleted);
-    return deleted;
+    return maintenance.cleanUpExpiredMessages();
   }
 
   /**
@@ -640,7 +514,7 @@ public final class MsgQueueRepository {
    */
   public Optional<QueueStatistics> queueStatistics(String queueName) {
     QueueSpec.requireValidName(queueName);
-    return StatisticsStatements.ofQueue(ctx, queueName).stream().findFirst();
+    return StatisticsStatements.ofQueue(context.statements(), queueName).stream().findFirst();
   }
 
   /**
@@ -649,19 +523,14 @@ public final class MsgQueueRepository {
    * housekeeping interval, not per request.
    */
   public List<QueueStatistics> queueStatistics() {
-    return StatisticsStatements.ofAll(ctx);
-  }
-
-  /** How many queues' keep-alive deadlines this repository currently remembers (bounded by the config). */
-  int trackedQueues() {
-    return publisher.trackedQueues();
+    return StatisticsStatements.ofAll(context.statements());
   }
 
   /** Reports an ack per queue (an ack's messages usually share one), its duration with the first message's queue. */
   private void reportAcked(Collection<ClaimedMessage> messages, List<Long> acked, long nanos) {
     String first = messages.iterator().next().queueName();
     if (messages.stream().allMatch(m -> m.queueName().equals(first))) {
-      events().acked(first, acked.size(), nanos);
+      context.report().acked(first, acked.size(), nanos);
       return;
     }
     Set<Long> ackedIds = new HashSet<>(acked);
@@ -671,7 +540,7 @@ public final class MsgQueueRepository {
         perQueue.merge(message.queueName(), 1, Integer::sum);
       }
     }
-    perQueue.forEach((queue, count) -> events().acked(queue, count, queue.equals(first) ? nanos : 0));
+    perQueue.forEach((queue, count) -> context.report().acked(queue, count, queue.equals(first) ? nanos : 0));
   }
 
   /** Validates a batch of claimed messages before any SQL. */
@@ -686,7 +555,7 @@ public final class MsgQueueRepository {
   private Duration requireValid(QueueSpec spec, PublishOptions options) {
     Arguments.requireNonNull(spec, "queue spec");
     Arguments.requireNonNull(options, "publish options");
-    return options.effectiveTtl(config);
+    return options.effectiveTtl(context.config());
   }
 
   /**
@@ -697,15 +566,6 @@ public final class MsgQueueRepository {
     return ctx.configuration()
         .deriveAppending(new StatementDeadlines(config.statementTimeout()), new FailureTranslation())
         .dsl();
-  }
-
-  /** The receipts of {@code messages}, in their order: what the claim statements check. */
-  private static List<Receipt> receipts(Collection<ClaimedMessage> messages) {
-    List<Receipt> receipts = new ArrayList<>(messages.size());
-    for (ClaimedMessage message : messages) {
-      receipts.add(message.receipt());
-    }
-    return receipts;
   }
 
   private static Instant utcInstant(LocalDateTime utc) {

@@ -1,6 +1,7 @@
 package dev.msgqueue;
 
 import dev.msgqueue.internal.support.Arguments;
+import dev.msgqueue.internal.support.Utf16;
 import java.nio.charset.StandardCharsets;
 import java.util.UUID;
 
@@ -19,8 +20,9 @@ import java.util.UUID;
  * zero-width joiners). Quotes, semicolons and all other Unicode are fine: every value is a bind parameter.
  *
  * @param name the queue's name, its primary key
- * @param durable whether the queue is durable (stored as given; msgqueue does not act on it)
- * @param autoDeleted whether the reaper may delete the queue once it is idle and holds no unexpired message
+ * @param durable whether the queue is durable: the reaper never deletes a durable queue, whatever its row says
+ * @param autoDeleted whether the reaper may delete the queue once it is idle and holds no unexpired message; not
+ *     together with {@code durable}
  * @param exclusive whether the queue belongs to one consumer
  * @param exclusiveConsumerId the owning consumer of an exclusive queue; required exactly when {@code exclusive}
  */
@@ -30,28 +32,16 @@ public record QueueSpec(String name, boolean durable, boolean autoDeleted, boole
 
   public QueueSpec {
     requireValidName(name);
+    if (durable && autoDeleted) {
+      throw new IllegalArgumentException(
+          "queue \"" + name + "\" is durable and auto-deleted: a durable queue is never reaped, choose one");
+    }
     if (exclusive && exclusiveConsumerId == null) {
       throw new IllegalArgumentException("queue \"" + name + "\" is exclusive but has no exclusiveConsumerId");
     }
     if (!exclusive && exclusiveConsumerId != null) {
       throw new IllegalArgumentException("queue \"" + name + "\" has an exclusiveConsumerId but is not exclusive");
     }
-  }
-
-  /**
-   * The index of the first UTF-16 surrogate without its partner, or -1: such text has no UTF-8 form, so PostgreSQL
-   * rejects it.
-   */
-  static int unpairedSurrogateIndex(String text) {
-    for (int i = 0; i < text.length(); i++) {
-      char c = text.charAt(i);
-      if (Character.isHighSurrogate(c) && i + 1 < text.length() && Character.isLowSurrogate(text.charAt(i + 1))) {
-        i++;
-      } else if (Character.isSurrogate(c)) {
-        return i;
-      }
-    }
-    return -1;
   }
 
   /** White space or a format character: nothing a reader can see, so not allowed at either end of a name. */
@@ -98,7 +88,7 @@ public record QueueSpec(String name, boolean durable, boolean autoDeleted, boole
       throw new IllegalArgumentException("queue name \"" + name + "\" starts or ends with white space or a format"
           + " character (U+" + String.format("%04X", isInvisible(first) ? first : last) + ")");
     }
-    int unpaired = unpairedSurrogateIndex(name);
+    int unpaired = Utf16.unpairedSurrogateIndex(name);
     if (unpaired >= 0) {
       throw new IllegalArgumentException("queue name has an unpaired surrogate at index " + unpaired);
     }

@@ -1,5 +1,6 @@
 package dev.msgqueue;
 
+import dev.msgqueue.internal.consume.Consumption;
 import dev.msgqueue.internal.support.Arguments;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -98,6 +99,7 @@ public final class Subscriber implements AutoCloseable {
   private static final long MAX_ACK_RETRY_NANOS = TimeUnit.SECONDS.toNanos(1);
 
   private final MsgQueueRepository repository;
+  private final Consumption consumption;
   private final QueueSpec queue;
   private final MessageHandler handler;
   private final int batchSize;
@@ -154,6 +156,7 @@ public final class Subscriber implements AutoCloseable {
 
   private Subscriber(Builder builder) {
     this.repository = builder.repository;
+    this.consumption = new Consumption(builder.repository.context());
     this.queue = builder.queue;
     this.handler = builder.handler;
     this.batchSize = builder.batchSize;
@@ -396,7 +399,7 @@ public final class Subscriber implements AutoCloseable {
     claimRounds.incrementAndGet();
     if (retryPolicy != null && !claimed.isEmpty()) {
       try {
-        claimed = repository.countRedeliveries(claimed, retryPolicy);
+        claimed = consumption.countRedeliveries(queue.name(), claimed, ClaimedMessage::receipt, retryPolicy);
       } catch (RuntimeException e) {
         // Delivered uncounted (never lost): their claim stands, and the next failure or lapse counts again.
         log.warn("subscriber of \"{}\": counting redeliveries failed ({}); delivering them uncounted", queue.name(),
@@ -480,7 +483,7 @@ public final class Subscriber implements AutoCloseable {
       try {
         handler.handle(entry.receipt);
       } catch (Exception | Error e) {
-        repository.events().handled(queue.name(), System.nanoTime() - entry.startedNanos, true);
+        repository.context().report().handled(queue.name(), System.nanoTime() - entry.startedNanos, true);
         failed.incrementAndGet();
         entry.done = true;
         ClaimedMessage message = entry.receipt;
@@ -504,7 +507,7 @@ public final class Subscriber implements AutoCloseable {
         }
         return;
       }
-      repository.events().handled(queue.name(), System.nanoTime() - entry.startedNanos, false);
+      repository.context().report().handled(queue.name(), System.nanoTime() - entry.startedNanos, false);
       entry.done = true;
       finished.add(entry);
       int pending = finishedCount.incrementAndGet();
@@ -644,7 +647,7 @@ public final class Subscriber implements AutoCloseable {
     if (ack.attempts <= ACK_ATTEMPTS) {
       ackFlushes.incrementAndGet();
       try {
-        int deleted = repository.ackCount(queue.name(), ack.receipts);
+        int deleted = consumption.ack(queue.name(), ClaimedMessage.receipts(ack.receipts));
         acked.addAndGet(deleted);
         if (deleted < ack.receipts.size()) {
           log.warn("{} of {} handled message(s) of \"{}\" were not acked: their lease ran out and another claim took"
@@ -663,7 +666,7 @@ public final class Subscriber implements AutoCloseable {
           ack.receipts.size(), queue.name(), ACK_ATTEMPTS, failure);
     }
     try {
-      List<Long> released = repository.release(ack.receipts);
+      List<Long> released = consumption.release(ClaimedMessage.receipts(ack.receipts));
       log.warn("{} handled message(s) of \"{}\" whose ack kept failing were handed back to the queue and are"
           + " delivered again", released.size(), queue.name());
       return;
@@ -718,7 +721,7 @@ public final class Subscriber implements AutoCloseable {
       return;
     }
     try {
-      handedBack.addAndGet(repository.release(batch).size());
+      handedBack.addAndGet(consumption.release(ClaimedMessage.receipts(batch)).size());
     } catch (RuntimeException e) {
       log.warn("could not hand {} unstarted message(s) of \"{}\" back{}", batch.size(), queue.name(),
           lease != null ? "; they are redelivered after their lease" : "; they stay ASSIGNED until they expire", e);
@@ -784,10 +787,10 @@ public final class Subscriber implements AutoCloseable {
 
   private void keepAlive() {
     try {
-      if (repository.keepAlive(queue.name()) || repository.queueExists(queue.name())) {
+      if (repository.keepAlive(queue.name()) || consumption.queueExists(queue.name())) {
         return; // written, or its row is busy: another transaction is writing it, so it exists
       }
-      repository.bindQueueWithin(queue, BIND_LOCK_WAIT.compareTo(repository.config().lockTimeout()) < 0
+      consumption.bindWithin(queue, BIND_LOCK_WAIT.compareTo(repository.config().lockTimeout()) < 0
           ? BIND_LOCK_WAIT : repository.config().lockTimeout());
       log.info("subscriber of \"{}\" re-created its queue (it was missing)", queue.name());
     } catch (RuntimeException e) {

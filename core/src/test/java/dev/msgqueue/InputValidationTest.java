@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatCode;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.msgqueue.internal.publish.Payloads;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -66,6 +67,14 @@ class InputValidationTest {
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("exclusiveConsumerId");
     assertThatThrownBy(() -> new QueueSpec("q", false, true, false, UUID.randomUUID()))
         .isInstanceOf(IllegalArgumentException.class);
+  }
+
+  @Test
+  void aDurableQueueCannotBeAutoDeleted() {
+    assertThatThrownBy(() -> new QueueSpec("q", true, true, false, null))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("durable and auto-deleted");
+    assertThat(QueueSpec.durable("q").autoDeleted()).isFalse();
+    assertThat(QueueSpec.autoDeleted("q").durable()).isFalse();
   }
 
   @ParameterizedTest

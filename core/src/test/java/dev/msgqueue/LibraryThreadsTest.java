@@ -2,6 +2,7 @@ package dev.msgqueue;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.msgqueue.internal.support.StatementDeadlines;
 import java.lang.reflect.Proxy;
 import java.sql.SQLException;
 import java.sql.Statement;

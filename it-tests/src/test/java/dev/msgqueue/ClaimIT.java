@@ -5,8 +5,9 @@ import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import dev.msgqueue.internal.sql.ClaimStatements;
 import com.zaxxer.hikari.HikariDataSource;
+import dev.msgqueue.internal.consume.Consumption;
+import dev.msgqueue.internal.sql.ClaimStatements;
 import dev.msgqueue.internal.sql.ServerTime;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.TestDatabase;
@@ -313,11 +314,11 @@ class ClaimIT {
     expireLease(ids.get(0));
     ClaimedMessage reclaimed = repository.claim(spec.name(), 10, LONG_LEASE).get(0);
 
-    assertThat(repository.ackCount(spec.name(), claimed)).isEqualTo(2);
+    assertThat(new Consumption(repository.context()).ack(spec.name(), ClaimedMessage.receipts(claimed))).isEqualTo(2);
     assertThat(row(ids.get(0)).getReadAfter()).isEqualTo(reclaimed.receiptDeadline());
     assertThat(row(ids.get(1))).isNull();
     assertThat(row(ids.get(2))).isNull();
-    assertThat(repository.ackCount(spec.name(), List.of(reclaimed))).isEqualTo(1);
+    assertThat(new Consumption(repository.context()).ack(spec.name(), ClaimedMessage.receipts(List.of(reclaimed)))).isEqualTo(1);
   }
 
   @Test

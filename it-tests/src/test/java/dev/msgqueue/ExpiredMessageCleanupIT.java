@@ -39,7 +39,7 @@ class ExpiredMessageCleanupIT {
     List<Long> live = repository.publishBatch(spec, List.of("\"live\""));
 
     assertThat(MaintenanceStatements.cleanUpExpiredMessages(db.dsl(), 10)).isEqualTo(10);
-    assertThat(new ExpiredMessageCleanup(repository.context(), config).deleteExpired()).isEqualTo(15);
+    assertThat(new ExpiredMessageCleanup(repository.context().statements(), config).deleteExpired()).isEqualTo(15);
 
     assertThat(rows.itemsOf("batches")).isEqualTo(1);
     assertThat(rows.item(live.get(0))).isNotNull();
@@ -54,11 +54,11 @@ class ExpiredMessageCleanupIT {
 
     try (Session consumer = Session.open(db)) {
       consumer.dsl().selectFrom(MESSAGE_QUEUE_ITEM).where(MESSAGE_QUEUE_ITEM.ID.eq(ids.get(0))).forUpdate().fetch();
-      assertThat(new ExpiredMessageCleanup(repository.context(), config).deleteExpired()).isEqualTo(1);
+      assertThat(new ExpiredMessageCleanup(repository.context().statements(), config).deleteExpired()).isEqualTo(1);
       assertThat(rows.item(ids.get(0))).isNotNull();
       consumer.rollback();
     }
-    assertThat(new ExpiredMessageCleanup(repository.context(), config).deleteExpired()).isEqualTo(1);
+    assertThat(new ExpiredMessageCleanup(repository.context().statements(), config).deleteExpired()).isEqualTo(1);
     assertThat(rows.itemsOf("held")).isZero();
   }
 }

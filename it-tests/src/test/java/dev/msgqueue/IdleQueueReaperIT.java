@@ -36,7 +36,7 @@ class IdleQueueReaperIT {
   }
 
   private IdleQueueReaper reaper() {
-    return new IdleQueueReaper(repository.context(), config);
+    return new IdleQueueReaper(repository.context().statements(), config);
   }
 
   @Test

@@ -2,6 +2,8 @@ package dev.msgqueue;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.msgqueue.internal.publish.Payloads;
+import dev.msgqueue.internal.support.Utf16;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.TestDatabase;
 import java.util.ArrayList;
@@ -109,7 +111,7 @@ class JsonbVerdictIT {
   }
 
   private static boolean deliberatelyStricter(String payload) {
-    return QueueSpec.unpairedSurrogateIndex(payload) >= 0 || depth(payload) > Payloads.MAX_NESTING_DEPTH
+    return Utf16.unpairedSurrogateIndex(payload) >= 0 || depth(payload) > Payloads.MAX_NESTING_DEPTH
         || EXPONENT_AT_THE_LIMIT.matcher(payload).matches();
   }
 

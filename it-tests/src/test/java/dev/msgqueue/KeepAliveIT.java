@@ -178,7 +178,7 @@ class KeepAliveIT {
     for (int i = 0; i < 100; i++) {
       QueueSpec spec = QueueSpec.autoDeleted("many-" + i);
       repository.publish(spec, "{}");
-      assertThat(repository.trackedQueues()).isLessThanOrEqualTo(16);
+      assertThat(repository.context().keepAlives().trackedKeys()).isLessThanOrEqualTo(16);
     }
     // A forgotten queue's next publish issues one conditional refresh, which writes nothing while lastActive is fresh.
     String version = rows.rowVersion("many-0");

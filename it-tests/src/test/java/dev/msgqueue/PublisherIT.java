@@ -3,7 +3,12 @@ package dev.msgqueue;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.msgqueue.internal.publish.Publisher;
+import dev.msgqueue.internal.publish.Wakeups;
 import dev.msgqueue.internal.sql.QueueStatements;
+import dev.msgqueue.internal.support.EventSink;
+import dev.msgqueue.internal.support.IntervalThrottle;
+import dev.msgqueue.internal.support.QueueContext;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.QueueRows;
 import dev.msgqueue.it.Session;
@@ -13,7 +18,6 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.atomic.AtomicReference;
 import org.jooq.DSLContext;
 import org.jooq.ExecuteListener;
 import org.jooq.JSONB;
@@ -33,6 +37,7 @@ class PublisherIT {
   private final List<String> statements = new CopyOnWriteArrayList<>();
   private final DSLContext recorded;
   private final MsgQueueConfig config = MsgQueueConfig.builder().wakeupNotifications(false).build();
+  private final QueueContext context;
   private final Publisher publisher;
 
   PublisherIT(TestDatabase db) {
@@ -40,9 +45,9 @@ class PublisherIT {
     this.rows = new QueueRows(db.dsl());
     this.recorded = DSL.using(db.dataSource(), SQLDialect.POSTGRES);
     recorded.configuration().set(ExecuteListener.onExecuteStart(ctx -> statements.add(ctx.sql())));
-    this.publisher = new Publisher(recorded, config,
-        new IntervalThrottle(config.keepAliveInterval(), config.maxTrackedQueues()), Wakeups.from(config),
-        new AtomicReference<>(MsgQueueEvents.NONE));
+    this.context = new QueueContext(recorded, recorded, config, new EventSink(),
+        new IntervalThrottle(config.keepAliveInterval(), config.maxTrackedQueues()));
+    this.publisher = new Publisher(context, Wakeups.from(config));
   }
 
   private List<Long> publish(DSLContext ctx, QueueSpec spec, String... payloads) {
@@ -82,7 +87,7 @@ class PublisherIT {
   void insideATransactionUsesTheInsertThatCannotRaise23503() {
     QueueSpec spec = QueueSpec.autoDeleted("pub-in-tx");
     QueueStatements.bind(db.dsl(), spec);
-    publisher.keptAlive(spec.name());
+    context.keepAlives().done(spec.name());
 
     try (Session caller = Session.open(db)) {
       DSLContext inTx = caller.dsl().configuration()
@@ -115,7 +120,7 @@ class PublisherIT {
 
     assertThatThrownBy(() -> publish(recorded, spec, "{}")).isInstanceOf(QueueNotFoundException.class);
 
-    assertThat(publisher.trackedQueues()).isZero();
+    assertThat(context.keepAlives().trackedKeys()).isZero();
     assertThat(rows.exists("pub-missing")).isFalse();
   }
 }

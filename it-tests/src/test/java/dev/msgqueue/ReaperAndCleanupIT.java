@@ -1,5 +1,6 @@
 package dev.msgqueue;
 
+import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -47,6 +48,31 @@ class ReaperAndCleanupIT {
     assertThat(repository.reapIdleQueues()).containsExactlyInAnyOrderElementsOf(idle);
     assertThat(rows.exists("batch-fresh")).isTrue();
     assertThat(rows.exists("batch-holding")).as("holds an unexpired item").isTrue();
+  }
+
+  /**
+   * A durable queue is never reaped, even when its row says auto-deleted too (a row another service wrote; QueueSpec
+   * refuses that pair): the housekeeper's tick and the repository's reaper both leave it, idle and empty as it is.
+   */
+  @Test
+  void aDurableQueueIsNeverReapedEvenWhenItsRowSaysAutoDeleted() {
+    db.dsl().insertInto(MESSAGE_QUEUE)
+        .set(MESSAGE_QUEUE.NAME, "durable-and-auto-deleted")
+        .set(MESSAGE_QUEUE.DURABLE, true)
+        .set(MESSAGE_QUEUE.AUTO_DELETED, true)
+        .set(MESSAGE_QUEUE.EXCLUSIVE, false)
+        .execute();
+    rows.makeIdle("durable-and-auto-deleted", Duration.ofHours(2));
+    repository.bindQueue(QueueSpec.autoDeleted("not-durable"));
+    rows.makeIdle("not-durable", Duration.ofHours(2));
+
+    HousekeepingRun run = Housekeeper.builder(repository).build().runOnce();
+
+    assertThat(run.outcome()).isEqualTo(HousekeepingRun.Outcome.COMPLETED);
+    assertThat(run.reapedQueues()).as("only the non-durable idle queue").isEqualTo(1);
+    assertThat(repository.reapIdleQueues()).isEmpty();
+    assertThat(rows.exists("durable-and-auto-deleted")).isTrue();
+    assertThat(rows.exists("not-durable")).isFalse();
   }
 
   @Test

@@ -3,6 +3,7 @@ package dev.msgqueue;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.fail;
 
+import dev.msgqueue.internal.consume.Consumption;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.QueueRows;
 import dev.msgqueue.it.TestDatabase;
@@ -47,7 +48,7 @@ class StatementsDocIT {
   private static final String REGENERATE = "MSGQUEUE_REGENERATE_STATEMENTS";
   /** Where the classes that only observe statements live: their frames never name a statement. */
   private static final Set<String> OBSERVERS =
-      Set.of("dev.msgqueue.StatementDeadlines", "dev.msgqueue.FailureTranslation");
+      Set.of("dev.msgqueue.internal.support.StatementDeadlines", "dev.msgqueue.internal.support.FailureTranslation");
   private static final Pattern STATEMENT_CALL =
       Pattern.compile("\\b(\\w*(?:Statements|Query|ServerTime|SessionSettings))\\.(\\w+)\\(");
   private static final DSLContext RENDERER = DSL.using(SQLDialect.POSTGRES, new Settings()
@@ -110,23 +111,24 @@ class StatementsDocIT {
 
     List<ClaimedMessage> plain = queues.claim("orders", 2);
     queues.ack(plain.get(0));
-    queues.ackCount("orders", List.of(plain.get(1)));
+    Consumption consumption = new Consumption(queues.context());
+    consumption.ack("orders", ClaimedMessage.receipts(List.of(plain.get(1))));
     List<ClaimedMessage> leased = queues.claim("orders", 6, Duration.ofMinutes(5));
     queues.release(leased.get(0), Duration.ZERO);
-    queues.release(List.of(leased.get(1)));
+    consumption.release(ClaimedMessage.receipts(List.of(leased.get(1))));
     ClaimedMessage extended = queues.extendLease(leased.get(2), Duration.ofMinutes(5)).orElseThrow();
     queues.extendLeases(List.of(extended, leased.get(3)), Duration.ofMinutes(5));
     queues.fail(leased.get(4), new IllegalStateException("retry"), policy);
     rows.leasesRunOut("orders");
     List<ClaimedMessage> toHandle =
-        queues.countRedeliveries(queues.claim("orders", 6, Duration.ofMinutes(5)), policy);
+        countRedeliveries(queues, queues.claim("orders", 6, Duration.ofMinutes(5)), policy);
     queues.fail(toHandle.get(0), new IllegalStateException("dead"), RetryPolicy.builder("orders-dead-letters")
         .maxDeliveries(1).build());
     long deadLetter = queues.deadLetters("orders-dead-letters", 10).get(0).id();
     queues.republishDeadLetter(deadLetter);
     queues.republishDeadLetter(deadLetter);                          // no longer a dead letter: says why
-    queues.queueExists("orders");
-    queues.bindQueueWithin(events, Duration.ofSeconds(1));
+    consumption.queueExists("orders");
+    consumption.bindWithin(events, Duration.ofSeconds(1));
     queues.queueStatistics("orders");
     queues.queueStatistics();
 
@@ -244,5 +246,12 @@ class StatementsDocIT {
     } catch (IOException e) {
       throw new IllegalStateException(e);
     }
+  }
+
+  /** The redelivery count a subscriber runs after each lease-mode claim. */
+  private static List<ClaimedMessage> countRedeliveries(
+      MsgQueueRepository repository, List<ClaimedMessage> claimed, RetryPolicy policy) {
+    return new Consumption(repository.context())
+        .countRedeliveries(claimed.get(0).queueName(), claimed, ClaimedMessage::receipt, policy);
   }
 }

@@ -48,8 +48,9 @@ public final class MaintenanceStatements {
   private MaintenanceStatements() { }
 
   /**
-   * Step 1's query: up to {@code limit} auto-deleted queues idle since before now - {@code idleThreshold} that appear
-   * to hold no unexpired message, FOR UPDATE (the reaper adds SKIP LOCKED; tests leave it out to hold a window open).
+   * Step 1's query: up to {@code limit} auto-deleted, non-durable queues idle since before now -
+   * {@code idleThreshold} that appear to hold no unexpired message, FOR UPDATE (the reaper adds SKIP LOCKED; tests
+   * leave it out to hold a window open).
    */
   public static SelectForUpdateOfStep<Record1<String>> idleQueues(DSLContext ctx, Duration idleThreshold, int limit) {
     return idleQueues(ctx, idleThreshold, limit, DSL.noCondition());
@@ -59,6 +60,8 @@ public final class MaintenanceStatements {
     return ctx.select(Q.NAME)
         .from(Q)
         .where(Q.AUTO_DELETED.isTrue())
+        // A durable queue is never reaped, even when another service wrote its row auto-deleted as well.
+        .and(Q.DURABLE.isFalse())
         .and(Q.LAST_ACTIVE.lt(utcNowMinus(idleThreshold)))
         .and(also)
         .andNotExists(liveMessagesOf(Q.NAME))

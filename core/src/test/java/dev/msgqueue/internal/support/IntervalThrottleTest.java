@@ -1,4 +1,4 @@
-package dev.msgqueue;
+package dev.msgqueue.internal.support;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -39,7 +39,7 @@ class IntervalThrottleTest {
   @Test
   void aRestartByAnotherPathPostponesTheNextPass() {
     IntervalThrottle tracker = new IntervalThrottle(Duration.ofMinutes(1), 100);
-    tracker.restart("q");
+    tracker.done("q");
     assertThat(tracker.tryPass("q")).isFalse();
     tracker.forget("q");
     assertThat(tracker.tryPass("q")).isTrue();

@@ -1,7 +1,8 @@
-package dev.msgqueue;
+package dev.msgqueue.internal.publish;
 
+import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.internal.sql.NotifyStatements;
-import java.time.Duration;
+import dev.msgqueue.internal.support.IntervalThrottle;
 import org.jooq.DSLContext;
 
 /**
@@ -14,7 +15,7 @@ import org.jooq.DSLContext;
  * notification, on the subscribers' follow-up claim after a wake-up, and on their polling. A notification sent in a
  * transaction that rolls back is lost along with its messages; the window still counts it (the next window notifies).
  */
-final class Wakeups {
+public final class Wakeups {
   // One notification per queue per window: the same bounded throttle as the keep-alive.
   private final IntervalThrottle throttle;
 
@@ -22,19 +23,15 @@ final class Wakeups {
     this.throttle = throttle;
   }
 
-  static Wakeups from(MsgQueueConfig config) {
+  public static Wakeups from(MsgQueueConfig config) {
     return new Wakeups(config.wakeupNotifications()
         ? new IntervalThrottle(config.wakeupWindow(), config.maxTrackedQueues()) : null);
   }
 
   /** Called after messages were inserted into {@code queue} through {@code ctx}. */
-  void published(DSLContext ctx, String queue) {
+  public void published(DSLContext ctx, String queue) {
     if (throttle != null && throttle.tryPass(queue)) {
       NotifyStatements.notifyWakeup(ctx, queue);
     }
-  }
-
-  static Duration defaultWindow() {
-    return Duration.ofMillis(50);
   }
 }

@@ -1,5 +1,7 @@
-package dev.msgqueue;
+package dev.msgqueue.internal.support;
 
+import dev.msgqueue.MsgQueueTimeoutException;
+import dev.msgqueue.MsgQueueConnectionException;
 import org.jooq.ExecuteContext;
 import org.jooq.ExecuteListener;
 import org.jooq.exception.DataAccessException;
@@ -8,7 +10,7 @@ import org.jooq.exception.DataAccessException;
  * Turns the database failures a caller can act on into msgqueue's typed exceptions, for every statement msgqueue
  * runs; everything else stays jOOQ's {@link DataAccessException}.
  */
-final class FailureTranslation implements ExecuteListener {
+public final class FailureTranslation implements ExecuteListener {
   private static final long serialVersionUID = 1L;
 
   @Override

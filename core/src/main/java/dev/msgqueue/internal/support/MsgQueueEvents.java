@@ -1,13 +1,14 @@
-package dev.msgqueue;
+package dev.msgqueue.internal.support;
 
+import dev.msgqueue.QueueStatistics;
 import java.util.List;
 
 /**
  * What msgqueue reports as it works, one call per event, for metrics. The default does nothing, so core needs no
- * metrics library; {@link MicrometerMetrics} is the one implementation, loaded only when a service binds it.
+ * metrics library; {@code MicrometerMetrics} is the one implementation, loaded only when a service binds it.
  * Implementations must be cheap and must not throw.
  */
-interface MsgQueueEvents {
+public interface MsgQueueEvents {
   MsgQueueEvents NONE = new MsgQueueEvents() { };
 
   /** A publish stored {@code messages} messages in {@code queue}, taking {@code nanos}. */

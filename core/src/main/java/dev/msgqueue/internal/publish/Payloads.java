@@ -1,4 +1,4 @@
-package dev.msgqueue;
+package dev.msgqueue.internal.publish;
 
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonParser;
@@ -6,6 +6,7 @@ import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.core.StreamReadConstraints;
 import com.fasterxml.jackson.core.exc.StreamConstraintsException;
 import dev.msgqueue.internal.support.Arguments;
+import dev.msgqueue.internal.support.Utf16;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import org.jooq.JSONB;
@@ -14,20 +15,20 @@ import org.jooq.JSONB;
  * Checks a payload against everything PostgreSQL's {@code jsonb} input would reject, so a bad payload fails with an
  * {@link IllegalArgumentException} before any SQL runs (and so never aborts a caller's transaction).
  */
-final class Payloads {
+public final class Payloads {
   /** Nesting deeper than this is rejected; PostgreSQL's recursive jsonb code runs out of stack long before JSON does. */
-  static final int MAX_NESTING_DEPTH = 1_000;
+  public static final int MAX_NESTING_DEPTH = 1_000;
   /** PostgreSQL's numeric holds at most this many digits before the decimal point. */
-  static final int MAX_NUMERIC_INTEGER_DIGITS = 131_072;
+  public static final int MAX_NUMERIC_INTEGER_DIGITS = 131_072;
   /** PostgreSQL's numeric keeps at most this many digits after the decimal point (trailing zeros count). */
-  static final int MAX_NUMERIC_SCALE = 16_383;
+  public static final int MAX_NUMERIC_SCALE = 16_383;
   /** PostgreSQL's numeric input rejects an exponent whose magnitude reaches {@code INT_MAX / 2}, even on zero. */
-  static final long MAX_NUMERIC_EXPONENT_EXCLUSIVE = Integer.MAX_VALUE / 2;
+  public static final long MAX_NUMERIC_EXPONENT_EXCLUSIVE = Integer.MAX_VALUE / 2;
 
   private final int maxPayloadBytes;
   private final JsonFactory factory;
 
-  Payloads(int maxPayloadBytes) {
+  public Payloads(int maxPayloadBytes) {
     this.maxPayloadBytes = maxPayloadBytes;
     this.factory = JsonFactory.builder()
         .streamReadConstraints(StreamReadConstraints.builder()
@@ -39,11 +40,11 @@ final class Payloads {
         .build();
   }
 
-  JSONB validate(JSONB payload) {
+  public JSONB validate(JSONB payload) {
     return validate(Arguments.requireNonNull(payload, "payload").data());
   }
 
-  JSONB validate(String json) {
+  public JSONB validate(String json) {
     Arguments.requireNonNull(json, "payload");
     if (json.isBlank()) {
       throw new IllegalArgumentException("payload is empty; it must be a JSON value");
@@ -58,7 +59,7 @@ final class Payloads {
     }
     // Text with no UTF-8 form cannot reach the server unchanged (the driver would substitute '?'); escaped
     // surrogates are checked after decoding, below.
-    int unpaired = QueueSpec.unpairedSurrogateIndex(json);
+    int unpaired = Utf16.unpairedSurrogateIndex(json);
     if (unpaired >= 0) {
       throw new IllegalArgumentException("payload has an unpaired surrogate at index " + unpaired);
     }
@@ -99,7 +100,7 @@ final class Payloads {
     if (text.indexOf('\u0000') >= 0) {
       throw new IllegalArgumentException("payload has \\u0000 in " + where + "; PostgreSQL's jsonb cannot store it");
     }
-    if (QueueSpec.unpairedSurrogateIndex(text) >= 0) {
+    if (Utf16.unpairedSurrogateIndex(text) >= 0) {
       throw new IllegalArgumentException("payload has an unpaired surrogate in " + where);
     }
   }

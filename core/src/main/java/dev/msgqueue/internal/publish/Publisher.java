@@ -1,13 +1,18 @@
-package dev.msgqueue;
+package dev.msgqueue.internal.publish;
 
 import dev.msgqueue.internal.sql.PublishStatements;
 import dev.msgqueue.internal.sql.QueueStatements;
+import dev.msgqueue.MsgQueueConfig;
+import dev.msgqueue.QueueNotFoundException;
+import dev.msgqueue.QueueSpec;
+import dev.msgqueue.internal.support.EventSink;
+import dev.msgqueue.internal.support.IntervalThrottle;
+import dev.msgqueue.internal.support.QueueContext;
 import java.sql.Connection;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
-import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Consumer;
 import org.jooq.DSLContext;
 import org.jooq.JSONB;
@@ -17,7 +22,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * The publish algorithm behind {@link MsgQueueRepository#publish} and {@link MsgQueueRepository#publishBatch}:
+ * The publish algorithm behind the repository's {@code publish} and {@code publishBatch}:
  * the keep-alive (at most one write of the queue's {@code "lastActive"} per interval), the insert chosen by the
  * connection's autocommit mode, the heal of a reaped auto-deleted queue, and the wake-up.
  *
@@ -45,28 +50,27 @@ import org.slf4j.LoggerFactory;
  * statement timeout), and a keep-alive written that way holds the queue row until then. A caller's transaction above
  * READ COMMITTED also heals inside itself (its snapshot could not see a row committed elsewhere).
  */
-final class Publisher {
+public final class Publisher {
   /** How often a publish in a caller's transaction re-creates a reaped queue before healing inside the transaction. */
   static final int MAX_CREATE_ATTEMPTS = 3;
   private static final Logger log = LoggerFactory.getLogger(Publisher.class);
 
   private final DSLContext own;
   /** The repository's event sink (metrics), shared with it and its views. */
-  private final AtomicReference<MsgQueueEvents> events;
+  private final EventSink events;
   private final MsgQueueConfig config;
   private final IntervalThrottle keepAlive;
   private final Wakeups wakeups;
 
   /**
-   * @param own the repository's own context: where a publish inside a caller's transaction writes the keep-alive and
-   *     re-creates a reaped queue, each in autocommit
+   * @param context the repository's: its own context is where a publish inside a caller's transaction writes the
+   *     keep-alive and re-creates a reaped queue, each in autocommit
    */
-  Publisher(DSLContext own, MsgQueueConfig config, IntervalThrottle keepAlive, Wakeups wakeups,
-      AtomicReference<MsgQueueEvents> events) {
-    this.own = own;
-    this.events = events;
-    this.config = config;
-    this.keepAlive = keepAlive;
+  public Publisher(QueueContext context, Wakeups wakeups) {
+    this.own = context.own();
+    this.events = context.events();
+    this.config = context.config();
+    this.keepAlive = context.keepAlives();
     this.wakeups = wakeups;
   }
 
@@ -77,7 +81,7 @@ final class Publisher {
    * @return the message ids, in the order of {@code payloads}
    * @throws QueueNotFoundException if the queue is missing and not auto-deleted
    */
-  List<Long> publish(DSLContext ctx, QueueSpec spec, List<JSONB> payloads, Duration delay, Duration ttl) {
+  public List<Long> publish(DSLContext ctx, QueueSpec spec, List<JSONB> payloads, Duration delay, Duration ttl) {
     // One connection for the whole publish, so it can tell whether the insert committed on its own (autocommit): a
     // wake-up failing after that must not turn a committed publish into an "outcome unknown" failure. A context on
     // one connection already is that (and pinning it again would cost a configuration per publish).
@@ -87,21 +91,6 @@ final class Publisher {
     return ctx.connectionResult(connection -> publishOn(
         ctx.configuration().derive(new DefaultConnectionProvider(connection)).dsl(), connection.getAutoCommit(),
         spec, payloads, delay, ttl));
-  }
-
-  /** Records that the queue's {@code "lastActive"} was just written by another path (bind, keep-alive). */
-  void keptAlive(String queue) {
-    keepAlive.restart(queue);
-  }
-
-  /** Forgets a deleted queue, so that its next publish writes the keep-alive at once. */
-  void forget(String queue) {
-    keepAlive.forget(queue);
-  }
-
-  /** How many queues' keep-alive deadlines this publisher currently remembers (bounded by the config). */
-  int trackedQueues() {
-    return keepAlive.trackedKeys();
   }
 
   private List<Long> publishOn(
@@ -125,8 +114,8 @@ final class Publisher {
   /** The heal in one statement: re-creates the queue and inserts the messages, so no reaper can run in between. */
   private List<Long> healAndInsert(DSLContext on, QueueSpec spec, List<JSONB> payloads, Duration delay, Duration ttl) {
     List<Long> ids = PublishStatements.healAndInsertItems(on, spec, payloads, delay, ttl);
-    keepAlive.restart(spec.name());
-    events.get().healed(spec.name());
+    keepAlive.done(spec.name());
+    events.events().healed(spec.name());
     log.info("re-created auto-deleted queue \"{}\" on publish (it had been reaped)", spec.name());
     return ids;
   }
@@ -147,10 +136,10 @@ final class Publisher {
       if (!onOwnConnection(own -> QueueStatements.createOrKeepAlive(own, spec))) {
         break;
       }
-      keepAlive.restart(spec.name());
+      keepAlive.done(spec.name());
       List<Long> ids = PublishStatements.insertItemsIfQueueExists(on, spec.name(), payloads, delay, ttl);
       if (!ids.isEmpty()) {
-        events.get().healed(spec.name());
+        events.events().healed(spec.name());
         log.info("re-created auto-deleted queue \"{}\" on publish (it had been reaped)", spec.name());
         return ids;
       }

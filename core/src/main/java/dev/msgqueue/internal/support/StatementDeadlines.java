@@ -1,6 +1,5 @@
-package dev.msgqueue;
+package dev.msgqueue.internal.support;
 
-import dev.msgqueue.internal.support.DaemonThreads;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.time.Duration;
@@ -14,7 +13,7 @@ import org.slf4j.LoggerFactory;
 /**
  * Bounds every statement msgqueue runs, lock waits included: a statement still running {@code timeout} after it
  * started is cancelled ({@link Statement#cancel()}; PostgreSQL then fails it with 57014, which
- * {@link FailureTranslation} turns into {@link MsgQueueTimeoutException}).
+ * {@link FailureTranslation} turns into {@link dev.msgqueue.MsgQueueTimeoutException}).
  *
  * <p>Why not JDBC's query timeout: pgjdbc implements it with a timer task scheduled and cancelled per statement on a
  * JVM-wide {@link java.util.Timer}, and with 32 publishers that cost a measurable share of publish throughput. Here a
@@ -26,11 +25,11 @@ import org.slf4j.LoggerFactory;
  * for {@value #IDLE_EXIT_MILLIS} ms, so a library that stops being used (an application undeployed from a container,
  * say) leaves no thread behind; the next statement starts a new one.
  */
-final class StatementDeadlines implements ExecuteListener {
+public final class StatementDeadlines implements ExecuteListener {
   private static final long serialVersionUID = 1L;
-  static final long CHECK_MILLIS = 50;
-  static final long IDLE_EXIT_MILLIS = 2_000;
-  static final String THREAD_NAME = "msgqueue-statement-deadlines";
+  public static final long CHECK_MILLIS = 50;
+  public static final long IDLE_EXIT_MILLIS = 2_000;
+  public static final String THREAD_NAME = "msgqueue-statement-deadlines";
   private static final Logger log = LoggerFactory.getLogger(StatementDeadlines.class);
   private static final Map<Statement, Long> RUNNING = new ConcurrentHashMap<>();
   private static final String STATEMENT = StatementDeadlines.class.getName() + ".statement";
@@ -44,7 +43,7 @@ final class StatementDeadlines implements ExecuteListener {
 
   private final long timeoutNanos;
 
-  StatementDeadlines(Duration timeout) {
+  public StatementDeadlines(Duration timeout) {
     this.timeoutNanos = timeout.toNanos();
   }
 

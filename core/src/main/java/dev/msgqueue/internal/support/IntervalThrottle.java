@@ -1,4 +1,4 @@
-package dev.msgqueue;
+package dev.msgqueue.internal.support;
 
 import java.time.Duration;
 import java.util.Iterator;
@@ -15,12 +15,12 @@ import java.util.concurrent.atomic.AtomicLong;
  * themselves conditional or idempotent), which is what keeps the memory bounded: at most {@code maxTracked} keys, idle
  * ones forgotten first.
  */
-final class IntervalThrottle {
+public final class IntervalThrottle {
   private final long intervalNanos;
   private final int maxTracked;
   private final Map<String, AtomicLong> nextDueNanos = new ConcurrentHashMap<>();
 
-  IntervalThrottle(Duration interval, int maxTracked) {
+  public IntervalThrottle(Duration interval, int maxTracked) {
     this.intervalNanos = interval.toNanos();
     this.maxTracked = maxTracked;
   }
@@ -29,7 +29,7 @@ final class IntervalThrottle {
    * Whether the caller may act for {@code key} now. At most one caller per interval gets {@code true}; the next
    * interval starts with it.
    */
-  boolean tryPass(String key) {
+  public boolean tryPass(String key) {
     long now = System.nanoTime();
     AtomicLong due = nextDueNanos.get(key);
     if (due == null) {
@@ -41,7 +41,7 @@ final class IntervalThrottle {
   }
 
   /** Starts a new interval for {@code key} now: the act was just done by another path (for a queue: bind, keep-alive, heal). */
-  void restart(String key) {
+  public void done(String key) {
     long next = System.nanoTime() + intervalNanos;
     AtomicLong due = nextDueNanos.get(key);
     if (due == null) {
@@ -53,11 +53,11 @@ final class IntervalThrottle {
   }
 
   /** Forgets {@code key}, so that its next caller passes. */
-  void forget(String key) {
+  public void forget(String key) {
     nextDueNanos.remove(key);
   }
 
-  int trackedKeys() {
+  public int trackedKeys() {
     return nextDueNanos.size();
   }
 

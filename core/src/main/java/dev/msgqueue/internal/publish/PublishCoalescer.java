@@ -1,5 +1,9 @@
-package dev.msgqueue;
+package dev.msgqueue.internal.publish;
 
+import dev.msgqueue.MsgQueueConnectionException;
+import dev.msgqueue.MsgQueueTimeoutException;
+import dev.msgqueue.QueueNotFoundException;
+import dev.msgqueue.QueueSpec;
 import java.time.Duration;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -16,7 +20,7 @@ import org.jooq.JSONB;
  * commit, and each caller gets back its own id or its own exception.
  *
  * <p>No added latency when idle: a publish that finds no flush in progress for its lane flushes at once, alone.
- * Publishes arriving while a flush is in flight wait and form the next batch (at most {@code maxBatch} messages),
+ * Publishes arriving while a flush is in flight wait and form the next batch (at most {@value #MAX_BATCH} messages),
  * flushed by the first of them as soon as the flush in flight ends. There is no timer.
  *
  * <p>Failures: a lost connection or a timeout is the whole batch's, and each caller gets its own
@@ -27,27 +31,25 @@ import org.jooq.JSONB;
  *
  * <p>Never used inside a caller's transaction: those publishes belong to that transaction.
  */
-final class PublishCoalescer {
+public final class PublishCoalescer {
+  /** The most single-message publishes one coalesced statement carries. */
+  public static final int MAX_BATCH = 1_000;
+
   /** What a waiting caller is told to do instead of receiving its id. */
   private enum Turn { FLUSH, PUBLISH_ALONE }
 
   private final Publisher publisher;
   private final DSLContext own;
-  private final int maxBatch;
   private final Map<Lane, LaneState> lanes = new ConcurrentHashMap<>();
 
-  /**
-   * @param own the repository's own context; each flush takes one connection from it, in autocommit
-   * @param maxBatch the most messages one flush carries
-   */
-  PublishCoalescer(Publisher publisher, DSLContext own, int maxBatch) {
+  /** @param own the repository's own context; each flush takes one connection from it, in autocommit */
+  public PublishCoalescer(Publisher publisher, DSLContext own) {
     this.publisher = publisher;
     this.own = own;
-    this.maxBatch = maxBatch;
   }
 
   /** Publishes one validated message in autocommit, together with whatever concurrent publishes share its lane. */
-  long publish(QueueSpec spec, JSONB payload, Duration delay, Duration ttl) {
+  public long publish(QueueSpec spec, JSONB payload, Duration delay, Duration ttl) {
     Lane lane = new Lane(spec, delay, ttl);
     LaneState state = lanes.computeIfAbsent(lane, key -> new LaneState());
     Request request = new Request(payload);
@@ -70,12 +72,12 @@ final class PublishCoalescer {
     return settle(request.outcome.join(), lane, payload);
   }
 
-  /** Flushes {@code first} and up to {@code maxBatch - 1} waiting requests, then hands the lane on. */
+  /** Flushes {@code first} and up to {@code MAX_BATCH - 1} waiting requests, then hands the lane on. */
   private void flush(Lane lane, LaneState state, Request first) {
     List<Request> batch = new ArrayList<>();
     batch.add(first);
     synchronized (state) {
-      while (batch.size() < maxBatch && !state.waiting.isEmpty()) {
+      while (batch.size() < MAX_BATCH && !state.waiting.isEmpty()) {
         batch.add(state.waiting.poll());
       }
     }

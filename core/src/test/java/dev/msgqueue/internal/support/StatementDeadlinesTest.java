@@ -1,4 +1,4 @@
-package dev.msgqueue;
+package dev.msgqueue.internal.support;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
