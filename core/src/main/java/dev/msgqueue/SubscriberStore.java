@@ -1,0 +1,78 @@
+package dev.msgqueue;
+
+import dev.msgqueue.internal.consume.ConsumerStore;
+import java.time.Duration;
+import java.util.List;
+
+/** The one place the consuming pipeline reaches the repository: one queue, in one mode, through its statements. */
+final class SubscriberStore implements ConsumerStore {
+  /** The longest a re-creating bind of a missing queue waits for a lock before trying again next interval. */
+  private static final Duration BIND_LOCK_WAIT = Duration.ofSeconds(1);
+
+  private final MsgQueueRepository repository;
+  private final QueueSpec queue;
+  private final Duration lease;
+  private final RetryPolicy retryPolicy;
+
+  SubscriberStore(MsgQueueRepository repository, QueueSpec queue, Duration lease, RetryPolicy retryPolicy) {
+    this.repository = repository;
+    this.queue = queue;
+    this.lease = lease;
+    this.retryPolicy = retryPolicy;
+  }
+
+  @Override
+  public String queueName() {
+    return queue.name();
+  }
+
+  @Override
+  public void bindQueue() {
+    repository.bindQueue(queue);
+  }
+
+  @Override
+  public List<ClaimedMessage> claim(int max) {
+    return lease == null ? repository.claim(queue.name(), max) : repository.claim(queue.name(), max, lease);
+  }
+
+  @Override
+  public List<ClaimedMessage> countRedeliveries(List<ClaimedMessage> claimed) {
+    return repository.countRedeliveries(claimed, retryPolicy);
+  }
+
+  @Override
+  public int ack(List<ClaimedMessage> receipts) {
+    return repository.ackCount(queue.name(), receipts);
+  }
+
+  @Override
+  public List<Long> release(List<ClaimedMessage> receipts) {
+    return repository.release(receipts);
+  }
+
+  @Override
+  public List<ClaimedMessage> extendLeases(List<ClaimedMessage> receipts) {
+    return repository.extendLeases(receipts, lease);
+  }
+
+  @Override
+  public FailureOutcome fail(ClaimedMessage message, Throwable error) {
+    return repository.fail(message, error, retryPolicy);
+  }
+
+  @Override
+  public boolean keepAlive() {
+    if (repository.keepAlive(queue.name()) || repository.queueExists(queue.name())) {
+      return false; // written, or its row is busy: another transaction is writing it, so it exists
+    }
+    Duration lockTimeout = repository.config().lockTimeout();
+    repository.bindQueueWithin(queue, BIND_LOCK_WAIT.compareTo(lockTimeout) < 0 ? BIND_LOCK_WAIT : lockTimeout);
+    return true;
+  }
+
+  @Override
+  public void handled(long nanos, boolean failed) {
+    repository.events().handled(queue.name(), nanos, failed);
+  }
+}
