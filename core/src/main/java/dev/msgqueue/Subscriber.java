@@ -167,6 +167,11 @@ public final class Subscriber implements AutoCloseable {
     return pipeline.handedBack();
   }
 
+  /** The name prefix of the threads this subscriber shares with the others of its repository. */
+  String sharedThreadPrefix() {
+    return pipeline.sharedThreadPrefix();
+  }
+
   /** The most receipts one ack statement of this subscriber carried so far. */
   int largestAck() {
     return pipeline.largestAck();

@@ -115,7 +115,8 @@ public final class ConsumerPipeline {
   private volatile boolean housekeepingAgain;
   private volatile boolean housekeeperStopped;
   private ScheduledFuture<?> nextHousekeeping; // guarded by this
-  private long nextHousekeepingAt = NEVER; // guarded by this
+  /** When the armed round is due; NEVER once it fired (written under this, read without it by starting handlers). */
+  private volatile long nextHousekeepingAt = NEVER;
   private volatile long nextKeepAlive; // written by start() and then by one housekeeping round at a time
 
   private final AtomicLong claimRounds = new AtomicLong();
@@ -219,6 +220,11 @@ public final class ConsumerPipeline {
     return handedBack.get();
   }
 
+  /** The name prefix of the shared threads this pipeline runs on. */
+  public String sharedThreadPrefix() {
+    return threads.namePrefix();
+  }
+
   /** The most receipts one ack statement carried so far. */
   public int largestAck() {
     return largestAck.get();
@@ -244,6 +250,9 @@ public final class ConsumerPipeline {
     long deadline = System.nanoTime() + timeout.toNanos();
     boolean finishedInTime = false;
     try {
+      // A claim that returns from now on hands its messages back itself, so handlers and claims are awaited together.
+      handlers.shutdown();
+      finishedInTime = handlers.awaitTermination(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
       synchronized (claimLock) {
         cancelNextPoll();
         while (claimsInFlight > 0) {
@@ -257,8 +266,6 @@ public final class ConsumerPipeline {
           TimeUnit.NANOSECONDS.timedWait(claimLock, remaining);
         }
       }
-      handlers.shutdown();
-      finishedInTime = handlers.awaitTermination(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
     }
@@ -526,6 +533,9 @@ public final class ConsumerPipeline {
       started = true;
       entry.startedNanos = System.nanoTime();
       inFlight.incrementAndGet();
+      if (lease != null) {
+        renewBy(entry.leaseEndsNanos - leaseNanos / 2);
+      }
       try {
         handler.handle(entry.receipt);
       } catch (Exception | Error e) {
@@ -807,23 +817,42 @@ public final class ConsumerPipeline {
     }
   }
 
+  /**
+   * A handler started (lease mode): makes sure a round comes by the time its lease needs renewing. Lock-free unless
+   * the armed round is later, since every message passes here.
+   */
+  private void renewBy(long atNanos) {
+    long armed = nextHousekeepingAt;
+    if (armed == NEVER || armed - atNanos > 0) {
+      scheduleHousekeeping(atNanos);
+    }
+  }
+
   /** Arms the next round at {@code atNanos}, unless one is armed for no later. */
   private synchronized void scheduleHousekeeping(long atNanos) {
-    if (atNanos == NEVER) {
+    if (atNanos == NEVER || housekeeperStopped) {
       return;
     }
-    if (nextHousekeeping != null && !nextHousekeeping.isDone() && nextHousekeepingAt - atNanos <= 0) {
+    if (nextHousekeeping != null && nextHousekeepingAt != NEVER && nextHousekeepingAt - atNanos <= 0) {
       return;
     }
     if (nextHousekeeping != null) {
       nextHousekeeping.cancel(false);
     }
     try {
-      nextHousekeeping = threads.schedule(this::requestHousekeeping, atNanos - System.nanoTime());
+      nextHousekeeping = threads.schedule(this::armedRoundDue, atNanos - System.nanoTime());
       nextHousekeepingAt = atNanos;
     } catch (RejectedExecutionException e) {
       nextHousekeeping = null; // closing
+      nextHousekeepingAt = NEVER;
     }
+  }
+
+  private void armedRoundDue() {
+    synchronized (this) {
+      nextHousekeepingAt = NEVER; // from here a starting handler arms its own round: this one may have looked already
+    }
+    requestHousekeeping();
   }
 
   /** Hands each failed message to the retry policy: retried after its backoff, or dead-lettered. */
@@ -881,7 +910,7 @@ public final class ConsumerPipeline {
    */
   private long renewLeases() {
     long now = System.nanoTime();
-    long next = now + leaseNanos / 4;
+    long next = NEVER;
     receipts.writeLock().lock();
     try {
       List<Held> due = new ArrayList<>();
@@ -898,13 +927,17 @@ public final class ConsumerPipeline {
           }
           continue;
         }
-        if (entry.leaseEndsNanos - now < leaseNanos / 2) {
+        long renewAt = entry.leaseEndsNanos - leaseNanos / 2;
+        if (renewAt - now <= 0) {
           due.add(entry);
+          next = Math.min(next, now + leaseNanos / 2); // renewed now: due again half a lease from now
+        } else {
+          next = Math.min(next, renewAt);
         }
       }
       for (int from = 0; from < due.size(); from += batchSize) {
         if (!renew(due.subList(from, Math.min(due.size(), from + batchSize)))) {
-          return Math.min(next, System.nanoTime() + Math.max(TimeUnit.MILLISECONDS.toNanos(1), leaseNanos / 20));
+          return System.nanoTime() + Math.max(TimeUnit.MILLISECONDS.toNanos(1), leaseNanos / 20);
         }
       }
       return next;

@@ -9,6 +9,7 @@ import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * The threads shared by every subscriber of one owner (a repository): a pool of workers that run claims, ack
@@ -21,18 +22,21 @@ public final class ConsumerThreads {
   public static final int MAX_WORKERS = 32;
   private static final long IDLE_SECONDS = 10;
   private static final Map<Object, ConsumerThreads> BY_OWNER = new IdentityHashMap<>();
+  private static final AtomicInteger SETS = new AtomicInteger();
 
   private final Object owner;
+  private final String namePrefix;
   private final ThreadPoolExecutor workers;
   private final ScheduledThreadPoolExecutor timer;
   private int users; // guarded by BY_OWNER
 
   private ConsumerThreads(Object owner) {
     this.owner = owner;
+    this.namePrefix = "msgqueue-consume-" + SETS.incrementAndGet();
     this.workers = new ThreadPoolExecutor(MAX_WORKERS, MAX_WORKERS, IDLE_SECONDS, TimeUnit.SECONDS,
-        new LinkedBlockingQueue<>(), DaemonThreads.numbered("msgqueue-consume"));
+        new LinkedBlockingQueue<>(), DaemonThreads.numbered(namePrefix));
     workers.allowCoreThreadTimeOut(true);
-    this.timer = new ScheduledThreadPoolExecutor(1, DaemonThreads.numbered("msgqueue-consume-timer"));
+    this.timer = new ScheduledThreadPoolExecutor(1, DaemonThreads.numbered(namePrefix + "-timer"));
     timer.setKeepAliveTime(IDLE_SECONDS, TimeUnit.SECONDS);
     timer.allowCoreThreadTimeOut(true);
     timer.setRemoveOnCancelPolicy(true); // an idle subscriber re-arms its poll often: cancelled entries must not pile up
@@ -57,6 +61,11 @@ public final class ConsumerThreads {
     }
     timer.shutdownNow();
     workers.shutdown();
+  }
+
+  /** The names of these threads: {@code msgqueue-consume-<set>-<n>}, and {@code -timer-1} for the timer. */
+  String namePrefix() {
+    return namePrefix;
   }
 
   /** Where claims, acks and housekeeping rounds run. */
