@@ -200,8 +200,7 @@ class SubscriberPipelineIT {
   void aStressRunWithRestartsHandlesEveryMessageExactlyOnceInEitherMode() throws Exception {
     QueueSpec leased = QueueSpec.durable("stress-lease");
     QueueSpec plain = QueueSpec.durable("stress-default");
-    repository.bindQueue(leased);
-    repository.bindQueue(plain);
+    List.of(leased, plain).forEach(repository::bindQueue);
     Map<Long, AtomicInteger> handled = new ConcurrentHashMap<>();
     MessageHandler handler = message -> {
       handled.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet();

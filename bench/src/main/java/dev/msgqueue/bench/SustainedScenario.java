@@ -24,7 +24,6 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
-import org.jooq.ExecuteContext;
 import org.jooq.ExecuteListener;
 import org.jooq.SQLDialect;
 import org.jooq.impl.DSL;
@@ -89,7 +88,7 @@ final class SustainedScenario implements Scenario {
     try (HikariDataSource pool = new HikariDataSource(poolConfig)) {
       AtomicInteger largestAck = new AtomicInteger();
       MsgQueueRepository repository = MsgQueueRepository.create(DSL.using(new DefaultConfiguration().set(pool)
-          .set(SQLDialect.POSTGRES).set(new AckSizeListener(largestAck))), MsgQueueConfig.defaults());
+          .set(SQLDialect.POSTGRES).set(largestAckOf(largestAck))), MsgQueueConfig.defaults());
       QueueSpec queue = QueueSpec.durable(QUEUE);
       repository.bindQueue(queue);
       Map<Long, Long> publishedAt = new ConcurrentHashMap<>();
@@ -152,25 +151,14 @@ final class SustainedScenario implements Scenario {
       int largestAck) { }
 
   /** Records the most receipts one ack statement carried: the length of its id array. */
-  private static final class AckSizeListener implements ExecuteListener {
-    private static final long serialVersionUID = 1L;
-    private final transient AtomicInteger largest;
-
-    AckSizeListener(AtomicInteger largest) {
-      this.largest = largest;
-    }
-
-    @Override
-    public void executeStart(ExecuteContext ctx) {
+  private static ExecuteListener largestAckOf(AtomicInteger largest) {
+    return ExecuteListener.onExecuteStart(ctx -> {
       String sql = ctx.sql() == null ? "" : ctx.sql().toLowerCase(Locale.ROOT);
-      if (!sql.startsWith("delete from \"messagequeueitem\" using")) {
-        return;
+      if (sql.startsWith("delete from \"messagequeueitem\" using")) {
+        ctx.query().getBindValues().stream().filter(Long[].class::isInstance).findFirst()
+            .ifPresent(ids -> largest.accumulateAndGet(((Long[]) ids).length, Math::max));
       }
-      ctx.query().getBindValues().stream()
-          .filter(Long[].class::isInstance)
-          .findFirst()
-          .ifPresent(ids -> largest.accumulateAndGet(((Long[]) ids).length, Math::max));
-    }
+    });
   }
 
   record SustainedResult(int publishers, double seconds, List<Row> rows) implements Result {

@@ -336,22 +336,47 @@ public final class ConsumerPipeline {
     }
   }
 
+  /**
+   * One claim's task. Whatever happens, it ends by deciding what follows, so claiming never stops silently: a failure
+   * nobody expects is logged and claiming goes on after a poll interval; only a {@link VirtualMachineError} ends the
+   * task, logged as such.
+   */
   private void claim(int wanted, long wakesBefore) {
+    int found = -1;
+    try {
+      found = claimAndDispatch(wanted);
+    } catch (VirtualMachineError fatal) {
+      log.error("subscriber of \"{}\": a claim failed fatally; claiming again after the poll interval", queue, fatal);
+      throw fatal;
+    } catch (RuntimeException | Error e) {
+      log.error("subscriber of \"{}\": unexpected failure after a claim; claiming again after the poll interval",
+          queue, e);
+    } finally {
+      claimDone(Math.max(0, found), wanted, found < 0, wakesBefore);
+    }
+  }
+
+  /** @return how many messages the claim found, or -1 if its statement failed (its room is given back either way) */
+  private int claimAndDispatch(int wanted) {
     long claimedAt = System.nanoTime(); // before the statement: never later than the deadline the server stores
     List<ClaimedMessage> claimed;
-    boolean claimFailed = false;
     try {
       claimed = store.claim(wanted);
       claimRounds.incrementAndGet();
-    } catch (RuntimeException e) {
-      // One line per failed poll while the database is away; the stack trace only at debug.
-      log.warn("subscriber of \"{}\": claim failed ({}), retrying after the poll interval", queue, e.toString());
-      log.debug("claim failure", e);
-      claimed = List.of();
-      claimFailed = true;
-    } catch (Error e) {
-      claimDone(0, wanted, true, wakesBefore);
-      throw e;
+    } catch (RuntimeException | Error e) {
+      slots.release(wanted);
+      if (e instanceof VirtualMachineError fatal) {
+        throw fatal;
+      }
+      if (e instanceof RuntimeException) {
+        // One line per failed poll while the database is away; the stack trace only at debug.
+        log.warn("subscriber of \"{}\": claim failed ({}), retrying after the poll interval", queue, e.toString());
+        log.debug("claim failure", e);
+      } else {
+        log.error("subscriber of \"{}\": unexpected failure in a claim; claiming again after the poll interval",
+            queue, e);
+      }
+      return -1;
     }
     int found = claimed.size();
     if (retries && !claimed.isEmpty()) {
@@ -364,20 +389,20 @@ public final class ConsumerPipeline {
       }
     }
     if (!running) {
-      handBackClaimedWhileClosing(claimed);
       slots.release(wanted);
-    } else {
-      slots.release(wanted - claimed.size());
-      for (ClaimedMessage message : claimed) {
-        Held entry = new Held(message, claimedAt, claimedAt + leaseNanos);
-        held.put(message.id(), entry);
-        ready.add(entry);
-      }
-      if (!claimed.isEmpty()) {
-        startHandlerThread();
-      }
+      handBackClaimedWhileClosing(claimed);
+      return found;
     }
-    claimDone(found, wanted, claimFailed, wakesBefore);
+    slots.release(wanted - claimed.size());
+    for (ClaimedMessage message : claimed) {
+      Held entry = new Held(message, claimedAt, claimedAt + leaseNanos);
+      held.put(message.id(), entry);
+      ready.add(entry);
+    }
+    if (!claimed.isEmpty()) {
+      startHandlerThread();
+    }
+    return found;
   }
 
   private void handBackClaimedWhileClosing(List<ClaimedMessage> claimed) {
