@@ -133,9 +133,15 @@ public final class WakeupListener implements AutoCloseable {
         throw fatal;
       } catch (SQLException | RuntimeException | Error e) {
         // Anything else, a driver's own Error included, is treated as a lost connection: the thread never dies of it.
+        boolean wasListening = connection != null;
         closeConnection();
         if (closed) {
           break;
+        }
+        if (wasListening) {
+          // Subscribers back off their idle polls while this listens: woken now, each claims once and returns to
+          // its poll interval, since wake-ups stop until the reconnect.
+          subscribers.values().forEach(set -> set.forEach(WakeupListener::wakeSafely));
         }
         log.warn("msgqueue wake-up LISTEN connection lost or unavailable ({}); reconnecting in {} ms"
             + " (subscribers keep polling meanwhile)", e.getMessage(), backoff.toMillis());

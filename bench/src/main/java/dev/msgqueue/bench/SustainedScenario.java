@@ -22,12 +22,18 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import org.jooq.ExecuteListener;
+import org.jooq.SQLDialect;
+import org.jooq.impl.DSL;
+import org.jooq.impl.DefaultConfiguration;
 
 /**
  * Scenario 6: P publishers publish one message per call as fast as they can while one Subscriber (default settings,
  * at a given concurrency) consumes the same queue, for a fixed time. Reports published/s, handled/s, the backlog's
- * slope and the publish-to-handler latency.
+ * slope, the publish-to-handler latency, and the most receipts one ack statement carried (acks used to pile up here
+ * into statements of tens of thousands).
  */
 final class SustainedScenario implements Scenario {
   static final String ID = "sustained";
@@ -80,7 +86,9 @@ final class SustainedScenario implements Scenario {
     poolConfig.setMaximumPoolSize(PUBLISHERS + 4);
     poolConfig.setPoolName("sustained");
     try (HikariDataSource pool = new HikariDataSource(poolConfig)) {
-      MsgQueueRepository repository = MsgQueueRepository.create(pool, MsgQueueConfig.defaults());
+      AtomicInteger largestAck = new AtomicInteger();
+      MsgQueueRepository repository = MsgQueueRepository.create(DSL.using(new DefaultConfiguration().set(pool)
+          .set(SQLDialect.POSTGRES).set(largestAckOf(largestAck))), MsgQueueConfig.defaults());
       QueueSpec queue = QueueSpec.durable(QUEUE);
       repository.bindQueue(queue);
       Map<Long, Long> publishedAt = new ConcurrentHashMap<>();
@@ -125,7 +133,7 @@ final class SustainedScenario implements Scenario {
           .sorted().toArray();
       return new Row(concurrency, published.get(), handledInWindow, seconds, published.get() / seconds,
           handledInWindow / seconds, (backlogAtEnd - backlogAtStart) / seconds, percentileMillis(latencies, 0.50),
-          percentileMillis(latencies, 0.99), failures.get());
+          percentileMillis(latencies, 0.99), failures.get(), largestAck.get());
     }
   }
 
@@ -139,19 +147,31 @@ final class SustainedScenario implements Scenario {
 
   /** @param backlogSlope messages/s by which the queue grew over the run (negative: it shrank) */
   record Row(int concurrency, long published, long handled, double seconds, double publishedPerSecond,
-      double handledPerSecond, double backlogSlope, double p50Millis, double p99Millis, long publishFailures) { }
+      double handledPerSecond, double backlogSlope, double p50Millis, double p99Millis, long publishFailures,
+      int largestAck) { }
+
+  /** Records the most receipts one ack statement carried: the length of its id array. */
+  private static ExecuteListener largestAckOf(AtomicInteger largest) {
+    return ExecuteListener.onExecuteStart(ctx -> {
+      String sql = ctx.sql() == null ? "" : ctx.sql().toLowerCase(Locale.ROOT);
+      if (sql.startsWith("delete from \"messagequeueitem\" using")) {
+        ctx.query().getBindValues().stream().filter(Long[].class::isInstance).findFirst()
+            .ifPresent(ids -> largest.accumulateAndGet(((Long[]) ids).length, Math::max));
+      }
+    });
+  }
 
   record SustainedResult(int publishers, double seconds, List<Row> rows) implements Result {
     @Override
     public void printTable(PrintStream out) {
-      String header = String.format(Locale.ROOT, "%5s %11s %10s %10s %12s %9s %9s %5s",
-          "conc", "published/s", "handled/s", "handled", "backlog/s", "p50 ms", "p99 ms", "fail");
+      String header = String.format(Locale.ROOT, "%5s %11s %10s %10s %12s %9s %9s %5s %8s",
+          "conc", "published/s", "handled/s", "handled", "backlog/s", "p50 ms", "p99 ms", "fail", "max ack");
       out.println(header);
       out.println("-".repeat(header.length()));
       for (Row r : rows) {
-        out.printf(Locale.ROOT, "%5d %11.0f %10.0f %10d %12.1f %9.2f %9.2f %5d%n", r.concurrency(),
+        out.printf(Locale.ROOT, "%5d %11.0f %10.0f %10d %12.1f %9.2f %9.2f %5d %8d%n", r.concurrency(),
             r.publishedPerSecond(), r.handledPerSecond(), r.handled(), r.backlogSlope(), r.p50Millis(),
-            r.p99Millis(), r.publishFailures());
+            r.p99Millis(), r.publishFailures(), r.largestAck());
       }
     }
 
@@ -159,11 +179,11 @@ final class SustainedScenario implements Scenario {
     public void writeCsv(Path file) throws IOException {
       List<String> lines = new ArrayList<>();
       lines.add("concurrency,published,handled,seconds,published_per_second,handled_per_second,backlog_slope,"
-          + "p50_ms,p99_ms,publish_failures");
+          + "p50_ms,p99_ms,publish_failures,largest_ack");
       for (Row r : rows) {
-        lines.add(String.format(Locale.ROOT, "%d,%d,%d,%.3f,%.1f,%.1f,%.2f,%.3f,%.3f,%d", r.concurrency(),
+        lines.add(String.format(Locale.ROOT, "%d,%d,%d,%.3f,%.1f,%.1f,%.2f,%.3f,%.3f,%d,%d", r.concurrency(),
             r.published(), r.handled(), r.seconds(), r.publishedPerSecond(), r.handledPerSecond(), r.backlogSlope(),
-            r.p50Millis(), r.p99Millis(), r.publishFailures()));
+            r.p50Millis(), r.p99Millis(), r.publishFailures(), r.largestAck()));
       }
       Files.write(file, lines);
     }

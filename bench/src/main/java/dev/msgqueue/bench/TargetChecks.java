@@ -1,5 +1,6 @@
 package dev.msgqueue.bench;
 
+import dev.msgqueue.Subscriber;
 import java.io.PrintStream;
 import java.util.ArrayList;
 import java.util.List;
@@ -92,6 +93,22 @@ final class TargetChecks {
         checks.add(atLeast("Subscriber conc 16 batch 100 / production SQL", 1.0,
             subscriber.messagesPerSecond() / production, "drain, best production-SQL cell"));
       }
+      for (int concurrency : List.of(1, 4)) {
+        DrainScenario.Row own = drain.row(DrainScenario.SUBSCRIBER, concurrency);
+        DrainScenario.Row pgmq = drain.row(DrainScenario.PGMQ_SHAPE, concurrency);
+        if (own != null && pgmq != null) {
+          checks.add(atLeast("Subscriber conc " + concurrency + " / pgmq-shape SQL, " + concurrency + " thread(s)", 1.0,
+              own.messagesPerSecond() / pgmq.messagesPerSecond(), "drain, same thread count"));
+        }
+      }
+      for (int concurrency : List.of(4, 16)) {
+        DrainScenario.Row leased = drain.row(DrainScenario.SUBSCRIBER_LEASE, concurrency);
+        DrainScenario.Row plain = drain.row(DrainScenario.SUBSCRIBER, concurrency);
+        if (leased != null && plain != null) {
+          checks.add(atLeast("Subscriber lease / default mode, conc " + concurrency, 0.9,
+              leased.messagesPerSecond() / plain.messagesPerSecond(), "drain, same concurrency"));
+        }
+      }
       if (loop != null && production1 != null) {
         checks.add(atLeast("claim(100)+ack loop / production SQL, 1 thread", 0.8,
             loop.messagesPerSecond() / production1.messagesPerSecond(), "drain, one thread each"));
@@ -102,9 +119,17 @@ final class TargetChecks {
         double ratio = row.handledPerSecond() / row.publishedPerSecond();
         checks.add(atLeast("sustained handled/s / published/s, concurrency " + row.concurrency(), 1.0, ratio,
             sustained.publishers() + " publishers, default Subscriber settings"));
+        checks.add(atMost("sustained p99 publish-to-handler ms, concurrency " + row.concurrency(), 50,
+            row.p99Millis(), sustained.publishers() + " publishers"));
+        checks.add(atMost("sustained largest ack statement, concurrency " + row.concurrency(),
+            Subscriber.DEFAULT_BATCH_SIZE, row.largestAck(), "receipts, batchSize " + Subscriber.DEFAULT_BATCH_SIZE));
       }
     }
     return checks;
+  }
+
+  private static Check atMost(String name, double target, double measured, String basis) {
+    return new Check(name, String.format(Locale.ROOT, "<= %s", target), measured, measured <= target, basis);
   }
 
   private static Check atLeast(String name, double target, double measured, String basis) {

@@ -1,0 +1,81 @@
+package dev.msgqueue;
+
+import dev.msgqueue.internal.consume.ConsumerStore;
+import dev.msgqueue.internal.consume.Consumption;
+import java.time.Duration;
+import java.util.List;
+
+/** The one place the consuming pipeline reaches the repository: one queue, in one mode, through its statements. */
+final class SubscriberStore implements ConsumerStore {
+  /** The longest a re-creating bind of a missing queue waits for a lock before trying again next interval. */
+  private static final Duration BIND_LOCK_WAIT = Duration.ofSeconds(1);
+
+  private final MsgQueueRepository repository;
+  private final Consumption consumption;
+  private final QueueSpec queue;
+  private final Duration lease;
+  private final RetryPolicy retryPolicy;
+
+  SubscriberStore(MsgQueueRepository repository, QueueSpec queue, Duration lease, RetryPolicy retryPolicy) {
+    this.repository = repository;
+    this.consumption = new Consumption(repository.context());
+    this.queue = queue;
+    this.lease = lease;
+    this.retryPolicy = retryPolicy;
+  }
+
+  @Override
+  public String queueName() {
+    return queue.name();
+  }
+
+  @Override
+  public void bindQueue() {
+    repository.bindQueue(queue);
+  }
+
+  @Override
+  public List<ClaimedMessage> claim(int max) {
+    return lease == null ? repository.claim(queue.name(), max) : repository.claim(queue.name(), max, lease);
+  }
+
+  @Override
+  public List<ClaimedMessage> countRedeliveries(List<ClaimedMessage> claimed) {
+    return consumption.countRedeliveries(queue.name(), claimed, ClaimedMessage::receipt, retryPolicy);
+  }
+
+  @Override
+  public int ack(List<ClaimedMessage> receipts) {
+    return consumption.ack(queue.name(), ClaimedMessage.receipts(receipts));
+  }
+
+  @Override
+  public List<Long> release(List<ClaimedMessage> receipts) {
+    return consumption.release(ClaimedMessage.receipts(receipts));
+  }
+
+  @Override
+  public List<ClaimedMessage> extendLeases(List<ClaimedMessage> receipts) {
+    return repository.extendLeases(receipts, lease);
+  }
+
+  @Override
+  public FailureOutcome fail(ClaimedMessage message, Throwable error) {
+    return repository.fail(message, error, retryPolicy);
+  }
+
+  @Override
+  public boolean keepAlive() {
+    if (repository.keepAlive(queue.name()) || consumption.queueExists(queue.name())) {
+      return false; // written, or its row is busy: another transaction is writing it, so it exists
+    }
+    Duration lockTimeout = repository.config().lockTimeout();
+    consumption.bindWithin(queue, BIND_LOCK_WAIT.compareTo(lockTimeout) < 0 ? BIND_LOCK_WAIT : lockTimeout);
+    return true;
+  }
+
+  @Override
+  public void handled(long nanos, boolean failed) {
+    repository.context().report().handled(queue.name(), nanos, failed);
+  }
+}

@@ -1,0 +1,46 @@
+package dev.msgqueue.internal.consume;
+
+import dev.msgqueue.ClaimedMessage;
+import dev.msgqueue.FailureOutcome;
+import java.util.List;
+
+/**
+ * Everything the pipeline asks of the database, for one queue. Each call is one short statement (or transaction) on a
+ * connection of its own; calls may run concurrently from several threads. Failures are thrown as the repository's
+ * runtime exceptions.
+ */
+public interface ConsumerStore {
+  /** The queue consumed. */
+  String queueName();
+
+  /** Binds the queue (creating it, or updating its attributes to the subscriber's spec). */
+  void bindQueue();
+
+  /** Claims at most {@code max} messages, in the subscriber's mode; lowest id first. */
+  List<ClaimedMessage> claim(int max);
+
+  /** Lease mode with a retry policy: counts redeliveries and dead-letters those past the limit. */
+  List<ClaimedMessage> countRedeliveries(List<ClaimedMessage> claimed);
+
+  /** Deletes the messages whose receipt still matches; at most {@code batchSize} of them. @return how many */
+  int ack(List<ClaimedMessage> receipts);
+
+  /** Makes the messages whose receipt still matches PENDING again, claimable at once. @return the ids released */
+  List<Long> release(List<ClaimedMessage> receipts);
+
+  /** Lease mode: renews the leases; @return the messages still held, under their new receipts */
+  List<ClaimedMessage> extendLeases(List<ClaimedMessage> receipts);
+
+  /** Lease mode with a retry policy: settles a message whose handler threw. */
+  FailureOutcome fail(ClaimedMessage message, Throwable error);
+
+  /**
+   * Keeps the queue alive, re-creating it (with bounded lock waits) only if it is missing.
+   *
+   * @return whether it had to be re-created
+   */
+  boolean keepAlive();
+
+  /** Reports a handler's run to the repository's events. */
+  void handled(long nanos, boolean failed);
+}
