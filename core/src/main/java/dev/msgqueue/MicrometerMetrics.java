@@ -86,10 +86,7 @@ public final class MicrometerMetrics implements AutoCloseable {
   public static MicrometerMetrics bind(MeterRegistry registry, MsgQueueRepository repository, int maxQueueTags) {
     Arguments.requireNonNull(registry, "registry");
     Arguments.requireNonNull(repository, "repository");
-    if (maxQueueTags < 1 || maxQueueTags > MAX_QUEUE_TAGS) {
-      throw new IllegalArgumentException(
-          "maxQueueTags must be in [1, " + MAX_QUEUE_TAGS + "], was " + maxQueueTags);
-    }
+    Arguments.requireWithin(maxQueueTags, "maxQueueTags", 1, MAX_QUEUE_TAGS);
     MicrometerMetrics metrics = new MicrometerMetrics(registry, repository, maxQueueTags);
     repository.context().events().reportTo(metrics.new Sink());
     return metrics;

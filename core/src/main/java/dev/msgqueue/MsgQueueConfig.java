@@ -75,10 +75,10 @@ public record MsgQueueConfig(
           + ") must be at most a quarter of reapIdleThreshold (" + reapIdleThreshold + ")");
     }
     Arguments.requirePositiveAtMost(defaultMessageTtl, "defaultMessageTtl", MAX_MESSAGE_LIFETIME);
-    requireRange("reapBatchSize", reapBatchSize, 1, 10_000);
-    requireRange("cleanupBatchSize", cleanupBatchSize, 1, 100_000);
-    requireRange("maxPayloadBytes", maxPayloadBytes, 2, PAYLOAD_BYTES_CEILING);
-    requireRange("maxTrackedQueues", maxTrackedQueues, 16, 10_000_000);
+    Arguments.requireWithin(reapBatchSize, "reapBatchSize", 1, 10_000);
+    Arguments.requireWithin(cleanupBatchSize, "cleanupBatchSize", 1, 100_000);
+    Arguments.requireWithin(maxPayloadBytes, "maxPayloadBytes", 2, PAYLOAD_BYTES_CEILING);
+    Arguments.requireWithin(maxTrackedQueues, "maxTrackedQueues", 16, 10_000_000);
     Arguments.requireWithin(statementTimeout, "statementTimeout", MIN_STATEMENT_TIMEOUT, MAX_STATEMENT_TIMEOUT);
     Arguments.requirePositiveAtMost(lockTimeout, "lockTimeout", MAX_STATEMENT_TIMEOUT);
     if (lockTimeout.compareTo(statementTimeout) > 0) {
@@ -99,12 +99,6 @@ public record MsgQueueConfig(
 
   public static Builder builder() {
     return new Builder();
-  }
-
-  private static void requireRange(String name, int value, int min, int max) {
-    if (value < min || value > max) {
-      throw new IllegalArgumentException(name + " must be in [" + min + ", " + max + "], was " + value);
-    }
   }
 
   /** Builds a {@link MsgQueueConfig}; unset values keep their defaults. */

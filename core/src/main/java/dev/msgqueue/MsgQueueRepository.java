@@ -1,39 +1,21 @@
 package dev.msgqueue;
 
-import dev.msgqueue.internal.consume.Retries;
 import dev.msgqueue.internal.maintenance.Maintenance;
 import dev.msgqueue.internal.publish.Payloads;
 import dev.msgqueue.internal.publish.PublishCoalescer;
 import dev.msgqueue.internal.publish.Publisher;
 import dev.msgqueue.internal.publish.Wakeups;
-import dev.msgqueue.internal.sql.ClaimStatements;
-import dev.msgqueue.internal.sql.QueueStatements;
-import dev.msgqueue.internal.sql.Receipt;
 import dev.msgqueue.internal.sql.RetryStatements;
 import dev.msgqueue.internal.sql.StatisticsStatements;
 import dev.msgqueue.internal.support.Arguments;
+import dev.msgqueue.internal.support.Contexts;
 import dev.msgqueue.internal.support.EventSink;
-import dev.msgqueue.internal.support.FailureTranslation;
 import dev.msgqueue.internal.support.IntervalThrottle;
-import dev.msgqueue.internal.support.MsgQueueEvents;
 import dev.msgqueue.internal.support.QueueContext;
-import dev.msgqueue.internal.support.StatementDeadlines;
-import java.sql.Connection;
 import java.time.Duration;
-import java.time.Instant;
-import java.time.LocalDateTime;
-import java.time.ZoneOffset;
-import java.util.ArrayList;
 import java.util.Collection;
-import java.util.Collections;
-import java.util.Comparator;
-import java.util.HashMap;
-import java.util.HashSet;
 import java.util.List;
-import java.util.Map;
 import java.util.Optional;
-import java.util.Set;
-import java.util.concurrent.ThreadLocalRandom;
 import javax.sql.DataSource;
 import org.jooq.DSLContext;
 import org.jooq.JSONB;
@@ -77,22 +59,22 @@ import org.jooq.impl.DSL;
  */
 public final class MsgQueueRepository {
   /** The most messages {@link #publishBatch} takes in one call (one statement). */
-  public static final int MAX_BATCH_SIZE = 10_000;
+  public static final int MAX_BATCH_SIZE = TransactionalQueue.MAX_BATCH_SIZE;
   /** The shortest lease: the timestamps' precision, so that every re-claim stores a strictly later deadline. */
-  public static final Duration MIN_LEASE = Duration.ofMillis(1);
+  public static final Duration MIN_LEASE = TransactionalQueue.MIN_LEASE;
 
   private final QueueContext context;
   private final Payloads payloads;
   private final Publisher publisher;
-  /** Group commit of this repository's own autocommit publishes; {@code null} when off, and in views. */
-  private final PublishCoalescer coalescer;
+  /** The operations a view offers, on this repository's context and with its publish coalescing. */
+  private final TransactionalQueue operations;
   private final Maintenance maintenance;
 
   private MsgQueueRepository(QueueContext context, Payloads payloads, Publisher publisher, PublishCoalescer coalescer) {
     this.context = context;
     this.payloads = payloads;
     this.publisher = publisher;
-    this.coalescer = coalescer;
+    this.operations = new TransactionalQueue(context, payloads, publisher, coalescer);
     this.maintenance = new Maintenance(context);
   }
 
@@ -102,10 +84,8 @@ public final class MsgQueueRepository {
    * @throws IllegalArgumentException if the dialect is not PostgreSQL
    */
   public static MsgQueueRepository create(DSLContext ctx, MsgQueueConfig config) {
-    Arguments.requireNonNull(ctx, "ctx");
     Arguments.requireNonNull(config, "config");
-    requirePostgres(ctx);
-    DSLContext own = bounded(ctx, config);
+    DSLContext own = Contexts.bounded(ctx, "ctx", config);
     return create(own, own, config);
   }
 
@@ -123,12 +103,10 @@ public final class MsgQueueRepository {
    */
   public static MsgQueueRepository create(
       DSLContext transactionAware, DataSource ownConnections, MsgQueueConfig config) {
-    Arguments.requireNonNull(transactionAware, "transactionAware");
     Arguments.requireNonNull(ownConnections, "ownConnections");
     Arguments.requireNonNull(config, "config");
-    requirePostgres(transactionAware);
-    return create(bounded(transactionAware, config),
-        bounded(DSL.using(ownConnections, SQLDialect.POSTGRES), config), config);
+    return create(Contexts.bounded(transactionAware, "transactionAware", config),
+        Contexts.bounded(DSL.using(ownConnections, SQLDialect.POSTGRES), "ownConnections", config), config);
   }
 
   private static MsgQueueRepository create(DSLContext ctx, DSLContext own, MsgQueueConfig config) {
@@ -153,10 +131,9 @@ public final class MsgQueueRepository {
    * @throws IllegalArgumentException if the context's dialect is not PostgreSQL
    */
   public TransactionalQueue inTransaction(DSLContext transactionContext) {
-    Arguments.requireNonNull(transactionContext, "transactionContext");
-    requirePostgres(transactionContext);
-    return new TransactionalQueue(new MsgQueueRepository(
-        context.on(bounded(transactionContext, context.config())), payloads, publisher, null));
+    return new TransactionalQueue(
+        context.on(Contexts.bounded(transactionContext, "transactionContext", context.config())), payloads, publisher,
+        null);
   }
 
   public MsgQueueConfig config() {
@@ -170,29 +147,27 @@ public final class MsgQueueRepository {
 
   /** Publishes a JSON text payload with default options. @return the message id */
   public long publish(QueueSpec spec, String json) {
-    return publish(spec, json, PublishOptions.defaults());
+    return operations.publish(spec, json);
   }
 
   /** Publishes a JSON text payload. @return the message id */
   public long publish(QueueSpec spec, String json, PublishOptions options) {
-    JSONB payload = payloads.validate(json);
-    return publishOne(spec, payload, options);
+    return operations.publish(spec, json, options);
   }
 
   /** Publishes a {@code jsonb} payload with default options. @return the message id */
   public long publish(QueueSpec spec, JSONB payload) {
-    return publish(spec, payload, PublishOptions.defaults());
+    return operations.publish(spec, payload);
   }
 
   /** Publishes a {@code jsonb} payload. @return the message id */
   public long publish(QueueSpec spec, JSONB payload, PublishOptions options) {
-    JSONB validated = payloads.validate(payload);
-    return publishOne(spec, validated, options);
+    return operations.publish(spec, payload, options);
   }
 
   /** Publishes several payloads to one queue in one statement, with default options. */
   public List<Long> publishBatch(QueueSpec spec, List<String> jsonPayloads) {
-    return publishBatch(spec, jsonPayloads, PublishOptions.defaults());
+    return operations.publishBatch(spec, jsonPayloads);
   }
 
   /**
@@ -204,40 +179,7 @@ public final class MsgQueueRepository {
    *     payload (naming its index), before any SQL
    */
   public List<Long> publishBatch(QueueSpec spec, List<String> jsonPayloads, PublishOptions options) {
-    Arguments.requireNonNull(jsonPayloads, "payloads");
-    if (jsonPayloads.size() > MAX_BATCH_SIZE) {
-      throw new IllegalArgumentException(
-          "a batch holds at most " + MAX_BATCH_SIZE + " payloads, was " + jsonPayloads.size());
-    }
-    List<JSONB> validated = new ArrayList<>(jsonPayloads.size());
-    for (int i = 0; i < jsonPayloads.size(); i++) {
-      try {
-        validated.add(payloads.validate(jsonPayloads.get(i)));
-      } catch (IllegalArgumentException e) {
-        throw new IllegalArgumentException("payload " + i + ": " + e.getMessage(), e);
-      }
-    }
-    Duration ttl = requireValid(spec, options);
-    return validated.isEmpty() ? List.of() : publishValidated(spec, validated, options.delay(), ttl);
-  }
-
-  private long publishOne(QueueSpec spec, JSONB payload, PublishOptions options) {
-    Duration ttl = requireValid(spec, options);
-    // Only in autocommit: a publish on a connection with autocommit off belongs to that connection's transaction.
-    if (coalescer != null && context.statements().connectionResult(Connection::getAutoCommit)) {
-      long start = System.nanoTime();
-      long id = coalescer.publish(spec, payload, options.delay(), ttl);
-      context.report().published(spec.name(), 1, System.nanoTime() - start);
-      return id;
-    }
-    return publishValidated(spec, List.of(payload), options.delay(), ttl).get(0);
-  }
-
-  private List<Long> publishValidated(QueueSpec spec, List<JSONB> validated, Duration delay, Duration ttl) {
-    long start = System.nanoTime();
-    List<Long> ids = publisher.publish(context.statements(), spec, validated, delay, ttl);
-    context.report().published(spec.name(), ids.size(), System.nanoTime() - start);
-    return ids;
+    return operations.publishBatch(spec, jsonPayloads, options);
   }
 
   /**
@@ -251,7 +193,7 @@ public final class MsgQueueRepository {
    * @throws IllegalArgumentException for an invalid queue name or {@code max} outside [1, {@value #MAX_BATCH_SIZE}]
    */
   public List<ClaimedMessage> claim(String queueName, int max) {
-    return claimValidated(queueName, max, null);
+    return operations.claim(queueName, max);
   }
 
   /**
@@ -263,29 +205,12 @@ public final class MsgQueueRepository {
    * @param lease at least 1 ms (the timestamps' precision), at most {@link MsgQueueConfig#MAX_MESSAGE_LIFETIME}
    */
   public List<ClaimedMessage> claim(String queueName, int max, Duration lease) {
-    return claimValidated(queueName, max, requireValidLease(lease));
+    return operations.claim(queueName, max, lease);
   }
 
   /** @throws IllegalArgumentException unless {@code lease} is in [{@link #MIN_LEASE}, a year] */
   static Duration requireValidLease(Duration lease) {
-    return Arguments.requireWithin(lease, "lease", MIN_LEASE, MsgQueueConfig.MAX_MESSAGE_LIFETIME);
-  }
-
-  private List<ClaimedMessage> claimValidated(String queueName, int max, Duration lease) {
-    QueueSpec.requireValidName(queueName);
-    if (max < 1 || max > MAX_BATCH_SIZE) {
-      throw new IllegalArgumentException("max must be in [1, " + MAX_BATCH_SIZE + "], was " + max);
-    }
-    long start = System.nanoTime();
-    List<ClaimedMessage> claimed = ClaimStatements.claim(context.statements(), queueName, max, lease,
-        (receipt, payload) -> new ClaimedMessage(queueName, payload, receipt));
-    claimed.sort(Comparator.comparingLong(ClaimedMessage::id));
-    long redelivered = claimed.stream().filter(ClaimedMessage::redelivered).count();
-    if (redelivered > 0) {
-      context.report().redelivered(queueName, (int) redelivered);
-    }
-    context.report().claimed(queueName, claimed.size(), System.nanoTime() - start);
-    return claimed;
+    return TransactionalQueue.requireValidLease(lease);
   }
 
   /**
@@ -296,21 +221,12 @@ public final class MsgQueueRepository {
    * @return the ids deleted; fewer than given means some claims were no longer held
    */
   public List<Long> ack(Collection<ClaimedMessage> messages) {
-    Arguments.requireNoNulls(messages, "messages");
-    if (messages.isEmpty()) {
-      return List.of();
-    }
-    long start = System.nanoTime();
-    List<Long> acked =
-        new ArrayList<>(ClaimStatements.ack(context.statements(), ClaimedMessage.receipts(messages)));
-    Collections.sort(acked);
-    reportAcked(messages, acked, System.nanoTime() - start);
-    return acked;
+    return operations.ack(messages);
   }
 
   /** Acks one claimed message. @return whether it was deleted (see {@link #ack(Collection)}) */
   public boolean ack(ClaimedMessage message) {
-    return !ack(List.of(Arguments.requireNonNull(message, "message"))).isEmpty();
+    return operations.ack(message);
   }
 
   /**
@@ -320,13 +236,7 @@ public final class MsgQueueRepository {
    * @return whether it was released
    */
   public boolean release(ClaimedMessage message, Duration delay) {
-    Arguments.requireNonNull(message, "message");
-    Arguments.requireWithin(delay, "delay", Duration.ZERO, MsgQueueConfig.MAX_MESSAGE_LIFETIME);
-    boolean released = ClaimStatements.release(context.statements(), message.receipt(), delay) > 0;
-    if (released) {
-      context.report().released(message.queueName());
-    }
-    return released;
+    return operations.release(message, delay);
   }
 
   /**
@@ -342,10 +252,7 @@ public final class MsgQueueRepository {
    *     SQL
    */
   public Optional<ClaimedMessage> extendLease(ClaimedMessage message, Duration lease) {
-    Arguments.requireNonNull(message, "message");
-    requireValidLease(lease);
-    return ClaimStatements.extendLease(context.statements(), message.receipt(), lease)
-        .map(deadline -> message.withReceipt(message.receipt().extendedTo(deadline)));
+    return operations.extendLease(message, lease);
   }
 
   /**
@@ -356,23 +263,7 @@ public final class MsgQueueRepository {
    *     or an invalid lease, before any SQL
    */
   public List<ClaimedMessage> extendLeases(Collection<ClaimedMessage> messages, Duration lease) {
-    requireMessages(messages);
-    requireValidLease(lease);
-    if (messages.isEmpty()) {
-      return List.of();
-    }
-    Map<Long, LocalDateTime> deadlines = new HashMap<>();
-    ClaimStatements.extendLeases(context.statements(), ClaimedMessage.receipts(messages), lease)
-        .forEach(row -> deadlines.put(row.value1(), row.value2()));
-    List<ClaimedMessage> extended = new ArrayList<>(deadlines.size());
-    for (ClaimedMessage message : messages) {
-      LocalDateTime deadline = deadlines.remove(message.id());
-      if (deadline != null) {
-        extended.add(message.withReceipt(message.receipt().extendedTo(deadline)));
-      }
-    }
-    extended.sort(Comparator.comparingLong(ClaimedMessage::id));
-    return extended;
+    return operations.extendLeases(messages, lease);
   }
 
   /**
@@ -391,19 +282,7 @@ public final class MsgQueueRepository {
    *     already, before any SQL
    */
   public FailureOutcome fail(ClaimedMessage message, Throwable error, RetryPolicy policy) {
-    Arguments.requireNonNull(message, "message");
-    Arguments.requireNonNull(error, "error");
-    Arguments.requireNonNull(policy, "policy");
-    if (message.queueName().equals(policy.deadLetterQueue())) {
-      throw new IllegalArgumentException("message " + message.id() + " is in the dead-letter queue \""
-          + policy.deadLetterQueue() + "\" already: a dead-letter queue's consumer needs a policy naming another one");
-    }
-    FailureOutcome outcome = Retries.fail(context.statements(), message.queueName(), message.receipt(), error, policy,
-        failed -> policy.backoff(failed, () -> ThreadLocalRandom.current().nextDouble()));
-    if (outcome == FailureOutcome.DEAD_LETTERED) {
-      context.report().deadLettered(message.queueName(), 1);
-    }
-    return outcome;
+    return operations.fail(message, error, policy);
   }
 
   /**
@@ -423,15 +302,8 @@ public final class MsgQueueRepository {
    */
   public List<DeadLetter> deadLetters(String deadLetterQueue, long afterId, int max) {
     QueueSpec.requireValidName(deadLetterQueue);
-    if (max < 1 || max > MAX_BATCH_SIZE) {
-      throw new IllegalArgumentException("max must be in [1, " + MAX_BATCH_SIZE + "], was " + max);
-    }
-    List<DeadLetter> letters = new ArrayList<>();
-    for (var row : RetryStatements.deadLetters(context.statements(), deadLetterQueue, afterId, max)) {
-      letters.add(new DeadLetter(row.value1(), row.value2().data(), row.value3(), deadLetterQueue, row.value4(),
-          row.value5(), row.value6(), utcInstant(row.value7()), utcInstant(row.value8())));
-    }
-    return letters;
+    Arguments.requireWithin(max, "max", 1, MAX_BATCH_SIZE);
+    return RetryStatements.deadLetters(context.statements(), deadLetterQueue, afterId, max);
   }
 
   /**
@@ -446,11 +318,7 @@ public final class MsgQueueRepository {
    *     transaction is not aborted
    */
   public RepublishOutcome republishDeadLetter(long messageId) {
-    Duration ttl = context.config().defaultMessageTtl();
-    if (RetryStatements.republish(context.statements(), messageId, ttl).isPresent()) {
-      return RepublishOutcome.REPUBLISHED;
-    }
-    return RetryStatements.whyNotRepublished(context.statements(), messageId);
+    return operations.republishDeadLetter(messageId);
   }
 
   /**
@@ -458,9 +326,7 @@ public final class MsgQueueRepository {
    * the queue row until the surrounding transaction ends; publishers are not blocked by it.
    */
   public void bindQueue(QueueSpec spec) {
-    Arguments.requireNonNull(spec, "spec");
-    QueueStatements.bind(context.statements(), spec);
-    context.keepAlives().done(spec.name());
+    operations.bindQueue(spec);
   }
 
   /**
@@ -470,12 +336,7 @@ public final class MsgQueueRepository {
    * @return whether {@code "lastActive"} was written; {@code false} if the queue does not exist or its row is busy
    */
   public boolean keepAlive(String queueName) {
-    QueueSpec.requireValidName(queueName);
-    boolean written = QueueStatements.keepAlive(context.statements(), queueName) > 0;
-    if (written) {
-      context.keepAlives().done(queueName);
-    }
-    return written;
+    return operations.keepAlive(queueName);
   }
 
   /**
@@ -526,55 +387,4 @@ public final class MsgQueueRepository {
     return StatisticsStatements.ofAll(context.statements());
   }
 
-  /** Reports an ack per queue (an ack's messages usually share one), its duration with the first message's queue. */
-  private void reportAcked(Collection<ClaimedMessage> messages, List<Long> acked, long nanos) {
-    String first = messages.iterator().next().queueName();
-    if (messages.stream().allMatch(m -> m.queueName().equals(first))) {
-      context.report().acked(first, acked.size(), nanos);
-      return;
-    }
-    Set<Long> ackedIds = new HashSet<>(acked);
-    Map<String, Integer> perQueue = new HashMap<>();
-    for (ClaimedMessage message : messages) {
-      if (ackedIds.remove(message.id())) {
-        perQueue.merge(message.queueName(), 1, Integer::sum);
-      }
-    }
-    perQueue.forEach((queue, count) -> context.report().acked(queue, count, queue.equals(first) ? nanos : 0));
-  }
-
-  /** Validates a batch of claimed messages before any SQL. */
-  private static void requireMessages(Collection<ClaimedMessage> messages) {
-    Arguments.requireNoNulls(messages, "messages");
-    if (messages.size() > MAX_BATCH_SIZE) {
-      throw new IllegalArgumentException(
-          "a batch holds at most " + MAX_BATCH_SIZE + " messages, was " + messages.size());
-    }
-  }
-
-  private Duration requireValid(QueueSpec spec, PublishOptions options) {
-    Arguments.requireNonNull(spec, "queue spec");
-    Arguments.requireNonNull(options, "publish options");
-    return options.effectiveTtl(context.config());
-  }
-
-  /**
-   * The caller's context (same connection or data source) with every statement bounded by the statement timeout and
-   * its failures translated into msgqueue's typed exceptions.
-   */
-  private static DSLContext bounded(DSLContext ctx, MsgQueueConfig config) {
-    return ctx.configuration()
-        .deriveAppending(new StatementDeadlines(config.statementTimeout()), new FailureTranslation())
-        .dsl();
-  }
-
-  private static Instant utcInstant(LocalDateTime utc) {
-    return utc == null ? null : utc.toInstant(ZoneOffset.UTC);
-  }
-
-  private static void requirePostgres(DSLContext ctx) {
-    if (ctx.dialect().family() != SQLDialect.POSTGRES) {
-      throw new IllegalArgumentException("msgqueue needs the POSTGRES dialect, the context has " + ctx.dialect());
-    }
-  }
 }

@@ -58,10 +58,7 @@ public record RetryPolicy(
     if (!(jitter >= 0.0 && jitter <= 1.0)) {
       throw new IllegalArgumentException("jitter must be in [0, 1], was " + jitter);
     }
-    if (maxDeliveries < 1 || maxDeliveries > MAX_DELIVERIES_CEILING) {
-      throw new IllegalArgumentException(
-          "maxDeliveries must be in [1, " + MAX_DELIVERIES_CEILING + "], was " + maxDeliveries);
-    }
+    Arguments.requireWithin(maxDeliveries, "maxDeliveries", 1, MAX_DELIVERIES_CEILING);
     requireValidDeadLetterQueue(deadLetterQueue);
     if (deadLetterTtl.isNegative() || deadLetterTtl.isZero()
         || deadLetterTtl.compareTo(MsgQueueConfig.MAX_MESSAGE_LIFETIME) > 0) {

@@ -1,6 +1,5 @@
 package dev.msgqueue;
 
-import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
@@ -133,12 +132,7 @@ class CallerTransactionIT {
     List<Long> earlier = repository.publishBatch(committed, List.of("{\"n\": -2}", "{\"n\": -1}"));
 
     try (Session caller = Session.open(db)) {
-      caller.dsl().insertInto(MESSAGE_QUEUE)
-          .set(MESSAGE_QUEUE.NAME, "tx-view-callers-own-row")
-          .set(MESSAGE_QUEUE.DURABLE, true)
-          .set(MESSAGE_QUEUE.AUTO_DELETED, false)
-          .set(MESSAGE_QUEUE.EXCLUSIVE, false)
-          .execute();
+      new QueueRows(caller.dsl()).insertQueue("tx-view-callers-own-row", true, false);
       TransactionalQueue view = repository.inTransaction(caller.dsl());
       QueueSpec bound = QueueSpec.autoDeleted("tx-view-bound");
       view.bindQueue(bound);

@@ -1,6 +1,5 @@
 package dev.msgqueue;
 
-import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -56,12 +55,7 @@ class ReaperAndCleanupIT {
    */
   @Test
   void aDurableQueueIsNeverReapedEvenWhenItsRowSaysAutoDeleted() {
-    db.dsl().insertInto(MESSAGE_QUEUE)
-        .set(MESSAGE_QUEUE.NAME, "durable-and-auto-deleted")
-        .set(MESSAGE_QUEUE.DURABLE, true)
-        .set(MESSAGE_QUEUE.AUTO_DELETED, true)
-        .set(MESSAGE_QUEUE.EXCLUSIVE, false)
-        .execute();
+    rows.insertQueue("durable-and-auto-deleted", true, true);
     rows.makeIdle("durable-and-auto-deleted", Duration.ofHours(2));
     repository.bindQueue(QueueSpec.autoDeleted("not-durable"));
     rows.makeIdle("not-durable", Duration.ofHours(2));

@@ -40,6 +40,16 @@ public final class QueueRows {
         .from(MESSAGE_QUEUE).where(MESSAGE_QUEUE.NAME.eq(name)).fetchSingle().value1();
   }
 
+  /** Inserts a queue row as another service might write it, attributes as given, not exclusive. */
+  public void insertQueue(String name, boolean durable, boolean autoDeleted) {
+    dsl.insertInto(MESSAGE_QUEUE)
+        .set(MESSAGE_QUEUE.NAME, name)
+        .set(MESSAGE_QUEUE.DURABLE, durable)
+        .set(MESSAGE_QUEUE.AUTO_DELETED, autoDeleted)
+        .set(MESSAGE_QUEUE.EXCLUSIVE, false)
+        .execute();
+  }
+
   /** Makes the queue look idle for {@code idleFor}, as if nothing had touched it since. */
   public void makeIdle(String name, Duration idleFor) {
     dsl.update(MESSAGE_QUEUE)

@@ -9,6 +9,8 @@ import dev.msgqueue.internal.support.Arguments;
 import dev.msgqueue.internal.support.Utf16;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
 import org.jooq.JSONB;
 
 /**
@@ -42,6 +44,27 @@ public final class Payloads {
 
   public JSONB validate(JSONB payload) {
     return validate(Arguments.requireNonNull(payload, "payload").data());
+  }
+
+  /**
+   * Validates a batch of at most {@code maxBatch} payloads.
+   *
+   * @throws IllegalArgumentException for a null or too long list, or naming the index of the first invalid payload
+   */
+  public List<JSONB> validateAll(List<String> jsons, int maxBatch) {
+    Arguments.requireNonNull(jsons, "payloads");
+    if (jsons.size() > maxBatch) {
+      throw new IllegalArgumentException("a batch holds at most " + maxBatch + " payloads, was " + jsons.size());
+    }
+    List<JSONB> validated = new ArrayList<>(jsons.size());
+    for (int i = 0; i < jsons.size(); i++) {
+      try {
+        validated.add(validate(jsons.get(i)));
+      } catch (IllegalArgumentException e) {
+        throw new IllegalArgumentException("payload " + i + ": " + e.getMessage(), e);
+      }
+    }
+    return validated;
   }
 
   public JSONB validate(String json) {

@@ -23,9 +23,13 @@ import dev.msgqueue.jooq.tables.MessageQueueItem;
 import dev.msgqueue.jooq.tables.MessageQueueItemFailure;
 import dev.msgqueue.jooq.tables.records.MessageQueueItemFailureRecord;
 import java.time.Duration;
+import java.time.Instant;
 import java.time.LocalDateTime;
+import java.time.ZoneOffset;
+import java.util.ArrayList;
 import java.util.Collection;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import org.jooq.CommonTableExpression;
@@ -34,11 +38,9 @@ import org.jooq.DSLContext;
 import org.jooq.Field;
 import org.jooq.InsertOnDuplicateSetMoreStep;
 import org.jooq.InsertValuesStep7;
-import org.jooq.JSONB;
 import org.jooq.Record1;
 import org.jooq.Record2;
 import org.jooq.Record7;
-import org.jooq.Record8;
 import org.jooq.Result;
 import org.jooq.Select;
 
@@ -166,11 +168,11 @@ public final class RetryStatements {
 
   /**
    * Up to {@code limit} unexpired dead letters in {@code deadLetterQueue} with ids above {@code afterId}, lowest id
-   * first: id, payload, original queue, failed deliveries, error class, error message, dead-lettered at, expires at.
+   * first.
    */
-  public static Result<Record8<Long, JSONB, String, Integer, String, String, LocalDateTime, LocalDateTime>>
-      deadLetters(DSLContext ctx, String deadLetterQueue, long afterId, int limit) {
-    return ctx.select(I.ID, I.PAYLOAD, F.ORIGINAL_QUEUE_ID, F.FAILED_DELIVERIES, F.LAST_ERROR_CLASS,
+  public static List<DeadLetter> deadLetters(DSLContext ctx, String deadLetterQueue, long afterId, int limit) {
+    List<DeadLetter> letters = new ArrayList<>();
+    for (var row : ctx.select(I.ID, I.PAYLOAD, F.ORIGINAL_QUEUE_ID, F.FAILED_DELIVERIES, F.LAST_ERROR_CLASS,
             F.LAST_ERROR_MESSAGE, F.DEAD_LETTERED_AT, I.EXPIRES_AT)
         .from(I)
         .join(F).on(F.ITEM_ID.eq(I.ID))
@@ -180,7 +182,15 @@ public final class RetryStatements {
         .and(F.DEAD_LETTERED_AT.isNotNull())
         .orderBy(I.ID)
         .limit(limit)
-        .fetch();
+        .fetch()) {
+      letters.add(new DeadLetter(row.value1(), row.value2().data(), row.value3(), deadLetterQueue, row.value4(),
+          row.value5(), row.value6(), utcInstant(row.value7()), utcInstant(row.value8())));
+    }
+    return letters;
+  }
+
+  private static Instant utcInstant(LocalDateTime utc) {
+    return utc == null ? null : utc.toInstant(ZoneOffset.UTC);
   }
 
   /**

@@ -43,6 +43,14 @@ public final class Arguments {
     return value;
   }
 
+  /** @throws IllegalArgumentException unless {@code min <= value <= max} */
+  public static int requireWithin(int value, String name, int min, int max) {
+    if (value < min || value > max) {
+      throw new IllegalArgumentException(name + " must be in [" + min + ", " + max + "], was " + value);
+    }
+    return value;
+  }
+
   /** @throws IllegalArgumentException unless {@code 0 < value <= max}; a null {@code value} included */
   public static Duration requirePositiveAtMost(Duration value, String name, Duration max) {
     requireNonNull(value, name);
