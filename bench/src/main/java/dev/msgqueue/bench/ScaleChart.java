@@ -51,7 +51,8 @@ final class ScaleChart {
               new Line("p99", backlog.stream().mapToDouble(ScaleScenario.BacklogRow::claimP99Millis).toArray())));
       panel(g, PANEL_WIDTH, 30, "All-queue statistics refresh vs backlog", "ms", backlogLabels,
           List.of(new Line("exact", backlog.stream().mapToDouble(ScaleScenario.BacklogRow::statisticsExactMillis)
-              .toArray())));
+              .toArray()), new Line("housekeeper tick", backlog.stream()
+              .mapToDouble(ScaleScenario.BacklogRow::housekeeperStatisticsMillis).toArray())));
       List<ScaleScenario.QueuesRow> queues = result.queues();
       panel(g, 0, 30 + PANEL_HEIGHT, "Publish throughput vs distinct queues", "messages / s",
           queues.stream().map(r -> count(r.queues())).toList(),

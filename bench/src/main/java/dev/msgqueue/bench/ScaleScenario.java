@@ -15,6 +15,8 @@ import static org.jooq.impl.DSL.when;
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.msgqueue.ClaimedMessage;
+import dev.msgqueue.MicrometerMetrics;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import dev.msgqueue.Housekeeper;
 import dev.msgqueue.HousekeepingRun;
 import dev.msgqueue.MsgQueueConfig;
@@ -171,7 +173,9 @@ final class ScaleScenario implements Scenario {
     try (HikariDataSource pool = pool(database, "scale-backlog", 4)) {
       MsgQueueRepository repository = MsgQueueRepository.create(pool, MsgQueueConfig.defaults());
       double exactMillis = medianMillis(3, () -> repository.queueStatistics());
-      int exactQueues = repository.queueStatistics().size();
+      List<QueueStatistics> exact = repository.queueStatistics();
+      long exactTotal = exact.stream().mapToLong(QueueStatistics::total).sum();
+      GaugeRefresh gauges = gaugeRefresh(database, repository);
 
       Latencies claims = new Latencies();
       for (int i = 0; i < settings.claimSamples(); i++) {
@@ -194,7 +198,43 @@ final class ScaleScenario implements Scenario {
       double[] claimMillis = claims.percentilesMillis(0.50, 0.99, 1.0);
       return new BacklogRow(backlog, BACKLOG_QUEUES, settings.hotQueueMessages(), loadSeconds, tableBytes,
           indexBytes, claims.size(), claimMillis[0], claimMillis[1], claimMillis[2], drained,
-          drained / Math.max(1e-9, drainSeconds), exactMillis, exactQueues);
+          drained / Math.max(1e-9, drainSeconds), exactMillis, exact.size(), gauges.medianMillis(),
+          exactTotal == 0 ? 0 : (gauges.total() - exactTotal) / (double) exactTotal);
+    }
+  }
+
+  /** The gauges' statistics read of a housekeeper tick, and the sum of every count the gauges then show. */
+  private record GaugeRefresh(double medianMillis, long total) { }
+
+  /**
+   * Times the statistics read of housekeeper ticks with metrics bound, three times: each tick is skipped (this
+   * session holds the housekeepers' advisory lock), so besides one lock attempt the read is all it does, as on every
+   * replica but the one doing the work.
+   */
+  private static GaugeRefresh gaugeRefresh(BenchDatabase database, MsgQueueRepository repository) {
+    DSLContext control = database.control();
+    SimpleMeterRegistry registry = new SimpleMeterRegistry();
+    try (MicrometerMetrics metrics = MicrometerMetrics.bind(registry, repository);
+        Housekeeper housekeeper = Housekeeper.builder(repository).build()) {
+      control.select(function("pg_advisory_lock", SQLDataType.OTHER,
+          inline(Housekeeper.DEFAULT_ADVISORY_LOCK_KEY))).fetch();
+      try {
+        double[] millis = new double[3];
+        for (int i = 0; i < millis.length; i++) {
+          HousekeepingRun run = housekeeper.runOnce();
+          if (run.outcome() != HousekeepingRun.Outcome.SKIPPED) {
+            throw new IllegalStateException("the tick was meant to be skipped: " + run);
+          }
+          millis[i] = run.duration().toNanos() / 1e6;
+        }
+        Arrays.sort(millis);
+        double total = registry.find("msgqueue.queue.messages").gauges().stream()
+            .mapToDouble(io.micrometer.core.instrument.Gauge::value).sum();
+        return new GaugeRefresh(millis[1], Math.round(total));
+      } finally {
+        control.select(function("pg_advisory_unlock", SQLDataType.BOOLEAN,
+            inline(Housekeeper.DEFAULT_ADVISORY_LOCK_KEY))).fetch();
+      }
     }
   }
 
@@ -667,7 +707,8 @@ final class ScaleScenario implements Scenario {
 
   record BacklogRow(int messages, int queues, int hotQueueMessages, double loadSeconds, long tableBytes,
       long indexBytes, int claims, double claimP50Millis, double claimP99Millis, double claimMaxMillis, long drained,
-      double drainMessagesPerSecond, double statisticsExactMillis, int statisticsQueues) { }
+      double drainMessagesPerSecond, double statisticsExactMillis, int statisticsQueues,
+      double housekeeperStatisticsMillis, double housekeeperStatisticsTotalError) { }
 
   record QueuesRow(int queues, int threads, double seconds, long messages, double messagesPerSecond, long failures,
       int queuesPublished, long keepAliveIntervalMillis, double intervals, long keepAliveStatements,
@@ -693,13 +734,16 @@ final class ScaleScenario implements Scenario {
     public void printTable(PrintStream out) {
       out.println("backlog (" + BACKLOG_QUEUES + " queues, 10% expired, 10% ASSIGNED; claims of " + CLAIM_BATCH
           + " and drain in claims of " + DRAIN_BATCH + " from one more queue)");
-      out.printf(Locale.ROOT, "%12s %9s %9s %10s %10s %10s %12s %14s%n", "messages", "table MB", "index MB",
-          "claim p50", "claim p99", "claim max", "drain msg/s", "statistics ms");
+      out.printf(Locale.ROOT, "%12s %9s %9s %10s %10s %10s %12s %10s %13s %10s%n", "messages", "table MB",
+          "index MB", "claim p50", "claim p99", "claim max", "drain msg/s", "exact ms", "housekeep ms", "gauge err");
       for (BacklogRow r : backlog) {
-        out.printf(Locale.ROOT, "%,12d %9.0f %9.0f %10.2f %10.2f %10.2f %12.0f %14.1f%n", r.messages(),
-            r.tableBytes() / 1e6, r.indexBytes() / 1e6, r.claimP50Millis(), r.claimP99Millis(), r.claimMaxMillis(),
-            r.drainMessagesPerSecond(), r.statisticsExactMillis());
+        out.printf(Locale.ROOT, "%,12d %9.0f %9.0f %10.2f %10.2f %10.2f %12.0f %10.1f %13.1f %9.1f%%%n",
+            r.messages(), r.tableBytes() / 1e6, r.indexBytes() / 1e6, r.claimP50Millis(), r.claimP99Millis(),
+            r.claimMaxMillis(), r.drainMessagesPerSecond(), r.statisticsExactMillis(),
+            r.housekeeperStatisticsMillis(), r.housekeeperStatisticsTotalError() * 100);
       }
+      out.println("exact ms: MsgQueueRepository.queueStatistics(); housekeep ms: a skipped housekeeper tick with"
+          + " metrics bound (the gauges' read); gauge err: the gauges' total against the exact total");
       out.println();
       out.println("queues (publish to random existing auto-deleted queues; keep-alive interval as given)");
       out.printf(Locale.ROOT, "%9s %7s %10s %12s %15s %14s %13s %14s %12s%n", "queues", "threads", "msg/s",
@@ -745,6 +789,8 @@ final class ScaleScenario implements Scenario {
         add(lines, "backlog", x, "claim_p99_ms", r.claimP99Millis());
         add(lines, "backlog", x, "drain_messages_per_second", r.drainMessagesPerSecond());
         add(lines, "backlog", x, "statistics_exact_ms", r.statisticsExactMillis());
+        add(lines, "backlog", x, "housekeeper_statistics_ms", r.housekeeperStatisticsMillis());
+        add(lines, "backlog", x, "housekeeper_statistics_total_error", r.housekeeperStatisticsTotalError());
       }
       for (QueuesRow r : queues) {
         String x = Integer.toString(r.queues());
