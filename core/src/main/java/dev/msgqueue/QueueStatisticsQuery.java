@@ -69,15 +69,20 @@ final class QueueStatisticsQuery {
    * sampled block's worth of the table may show zero or a multiple of that share.
    */
   static List<QueueStatistics> forGauges(DSLContext ctx) {
+    return forGauges(ctx, EXACT_UP_TO_MESSAGES, SAMPLED_MESSAGES);
+  }
+
+  /** {@link #forGauges(DSLContext)} with its two bounds given (tests use small ones). */
+  static List<QueueStatistics> forGauges(DSLContext ctx, long exactUpToMessages, long sampledMessages) {
     // pg_class has no generated table, and a regclass has no jOOQ type: the lookup by name is a plain SQL condition.
     Double rows = ctx.select(field(name("reltuples"), Double.class))
         .from(table(name("pg_catalog", "pg_class")))
         .where("oid = to_regclass({0})", val(ctx.render(I)))
         .fetchOne(0, Double.class);
-    if (rows == null || rows <= EXACT_UP_TO_MESSAGES) {
+    if (rows == null || rows <= exactUpToMessages) {
       return ofAll(ctx);
     }
-    double percent = Math.min(100.0, 100.0 * SAMPLED_MESSAGES / rows);
+    double percent = Math.min(100.0, 100.0 * sampledMessages / rows);
     // jOOQ renders no TABLESAMPLE clause; the template adds it to the generated table, whose columns stay typed.
     Table<?> sample = table("{0} tablesample system ({1})", I, inline(percent));
     return fetch(ctx, Q.NAME.isNotNull(), sample, 100.0 / percent);
