@@ -53,7 +53,8 @@ final class ScaleChart {
           List.of(new Line("exact", backlog.stream().mapToDouble(ScaleScenario.BacklogRow::statisticsExactMillis)
               .toArray()), new Line("housekeeper tick", backlog.stream()
               .mapToDouble(ScaleScenario.BacklogRow::housekeeperStatisticsMillis).toArray())));
-      List<ScaleScenario.QueuesRow> queues = result.queues();
+      List<ScaleScenario.QueuesRow> queues = result.queues().stream()
+          .filter(r -> r.variant().equals(ScaleScenario.THROUGHPUT)).toList();
       panel(g, 0, 30 + PANEL_HEIGHT, "Publish throughput vs distinct queues", "messages / s",
           queues.stream().map(r -> count(r.queues())).toList(),
           List.of(new Line("msg/s", queues.stream().mapToDouble(ScaleScenario.QueuesRow::messagesPerSecond)

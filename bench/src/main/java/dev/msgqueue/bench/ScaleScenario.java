@@ -85,6 +85,9 @@ final class ScaleScenario implements Scenario {
   static final int DRAIN_BATCH = 100;
   static final String HOT_QUEUE = "scale-hot";
   private static final String LOAD_QUEUE = "scale-load";
+  static final String THROUGHPUT = "throughput";
+  static final String TRACKING_ALL = "tracking-all";
+  static final String WRITES = "writes";
   private static final String HOUSEKEEPER_APP = "scale-housekeeper";
   /** Rows per generating statement: one transaction each, so progress shows and no statement runs for minutes. */
   private static final int INSERT_CHUNK = 1_000_000;
@@ -110,7 +113,7 @@ final class ScaleScenario implements Scenario {
 
   @Override
   public int steps() {
-    return settings.backlogs().size() + settings.queueCounts().size() + 1 + settings.subscriberCounts().size();
+    return settings.backlogs().size() + 2 * settings.queueCounts().size() + 1 + 1 + settings.subscriberCounts().size();
   }
 
   @Override
@@ -119,7 +122,7 @@ final class ScaleScenario implements Scenario {
     for (int backlog : settings.backlogs()) {
       seconds += 5 + backlog / 40_000;
     }
-    seconds += settings.queueCounts().size() * (settings.publishFor().toSeconds() + 3);
+    seconds += (2 * settings.queueCounts().size() + 1) * (settings.publishFor().toSeconds() + 3);
     seconds += 10 + settings.expiredMessages() / 40_000 + settings.idleQueues() / 5_000;
     for (int subscribers : settings.subscriberCounts()) {
       seconds += settings.settle().toSeconds() + settings.idleFor().toSeconds() + 3 + subscribers / 50;
@@ -136,9 +139,21 @@ final class ScaleScenario implements Scenario {
       backlogRows.add(backlog(database, backlog));
     }
     List<QueuesRow> queueRows = new ArrayList<>();
+    int defaultTracked = MsgQueueConfig.defaults().maxTrackedQueues();
     for (int queues : settings.queueCounts()) {
-      context.step(String.format(Locale.ROOT, "scale: publish to %,d queues", queues));
-      queueRows.add(queues(database, queues));
+      context.step(String.format(Locale.ROOT, "scale: publish to %,d queues, library keep-alive", queues));
+      queueRows.add(queues(database, queues, THROUGHPUT, MsgQueueConfig.defaults().keepAliveInterval(),
+          defaultTracked));
+    }
+    int most = settings.queueCounts().get(settings.queueCounts().size() - 1);
+    if (most > defaultTracked) {
+      context.step(String.format(Locale.ROOT, "scale: publish to %,d queues, tracking all", most));
+      queueRows.add(queues(database, most, TRACKING_ALL, MsgQueueConfig.defaults().keepAliveInterval(), most));
+    }
+    for (int queues : settings.queueCounts()) {
+      context.step(String.format(Locale.ROOT, "scale: publish to %,d queues, keep-alive every %d ms", queues,
+          settings.keepAliveInterval().toMillis()));
+      queueRows.add(queues(database, queues, WRITES, settings.keepAliveInterval(), defaultTracked));
     }
     context.step(String.format(Locale.ROOT, "scale: housekeeping over %,d idle queues, %,d expired messages",
         settings.idleQueues(), settings.expiredMessages()));
@@ -240,19 +255,25 @@ final class ScaleScenario implements Scenario {
 
   // ---------------------------------------------------------------- queues
 
-  private QueuesRow queues(BenchDatabase database, int queues) throws Exception {
+  /**
+   * Publishes from {@code publishThreads} threads to random queues of {@code queues} existing auto-deleted ones.
+   * {@link #THROUGHPUT} and {@link #TRACKING_ALL}: the library's keep-alive interval, every queue row written just
+   * before (a service in its steady state), so a keep-alive statement finds nothing to write and only costs its round
+   * trip; {@link #WRITES}: a short interval and rows last written an hour ago, so every interval's first publish to a
+   * queue writes it.
+   */
+  private QueuesRow queues(BenchDatabase database, int queues, String variant, Duration interval, int maxTracked)
+      throws Exception {
     database.reset();
     DSLContext control = database.control();
-    // Existing, long-idle queues: the first publish to each writes its "lastActive", as after a restart.
-    createQueues(control, "scale-q-", queues, true, Duration.ofHours(1));
+    createQueues(control, "scale-q-", queues, true, variant.equals(WRITES) ? Duration.ofHours(1) : Duration.ZERO);
     BenchSql.ParentRowCounters before = BenchSql.parentRowCounters(control);
     QueueSpec[] specs = new QueueSpec[queues];
     for (int i = 0; i < queues; i++) {
       specs[i] = QueueSpec.autoDeleted("scale-q-" + i);
     }
-    Duration interval = settings.keepAliveInterval();
     MsgQueueConfig config = MsgQueueConfig.builder().keepAliveInterval(interval)
-        .reapIdleThreshold(Duration.ofHours(2)).build();
+        .reapIdleThreshold(Duration.ofHours(2)).maxTrackedQueues(maxTracked).build();
     KeepAliveCounter counter = new KeepAliveCounter();
     AtomicLongArray published = new AtomicLongArray(queues);
     AtomicLong failures = new AtomicLong();
@@ -299,7 +320,7 @@ final class ScaleScenario implements Scenario {
       distinct += published.get(i) > 0 ? 1 : 0;
     }
     double intervals = seconds / (interval.toNanos() / 1e9);
-    return new QueuesRow(queues, settings.publishThreads(), seconds, messages, messages / seconds, failures.get(),
+    return new QueuesRow(queues, variant, maxTracked, settings.publishThreads(), seconds, messages, messages / seconds, failures.get(),
         distinct, interval.toMillis(), intervals, counter.statements.get(), counter.writes.get(), written.updates(),
         counter.maxWritesOfOneQueue(), counter.minGapMillis());
   }
@@ -710,7 +731,7 @@ final class ScaleScenario implements Scenario {
       double drainMessagesPerSecond, double statisticsExactMillis, int statisticsQueues,
       double housekeeperStatisticsMillis, double housekeeperStatisticsTotalError) { }
 
-  record QueuesRow(int queues, int threads, double seconds, long messages, double messagesPerSecond, long failures,
+  record QueuesRow(int queues, String variant, int maxTrackedQueues, int threads, double seconds, long messages, double messagesPerSecond, long failures,
       int queuesPublished, long keepAliveIntervalMillis, double intervals, long keepAliveStatements,
       long keepAliveWrites, long serverQueueRowUpdates, long maxWritesOfOneQueue, double minGapBetweenWritesMillis) {
     double keepAliveStatementsPerPublish() {
@@ -745,11 +766,13 @@ final class ScaleScenario implements Scenario {
       out.println("exact ms: MsgQueueRepository.queueStatistics(); housekeep ms: a skipped housekeeper tick with"
           + " metrics bound (the gauges' read); gauge err: the gauges' total against the exact total");
       out.println();
-      out.println("queues (publish to random existing auto-deleted queues; keep-alive interval as given)");
-      out.printf(Locale.ROOT, "%9s %7s %10s %12s %15s %14s %13s %14s %12s%n", "queues", "threads", "msg/s",
-          "queues hit", "keep-alive/pub", "writes (srv)", "intervals", "max writes/q", "min gap ms");
+      out.println("queues (publish to random existing auto-deleted queues)");
+      out.printf(Locale.ROOT, "%9s %13s %9s %11s %7s %9s %11s %15s %13s %10s %13s %11s%n", "queues", "variant",
+          "tracked", "keep-alive", "threads", "msg/s", "queues hit", "keep-alive/pub", "writes (srv)", "intervals",
+          "max writes/q", "min gap ms");
       for (QueuesRow r : queues) {
-        out.printf(Locale.ROOT, "%,9d %7d %10.0f %,12d %15.3f %14d %13.1f %14d %12.0f%n", r.queues(), r.threads(),
+        out.printf(Locale.ROOT, "%,9d %13s %,9d %9.0f s %7d %9.0f %,11d %15.3f %13d %10.1f %13d %11.0f%n", r.queues(),
+            r.variant(), r.maxTrackedQueues(), r.keepAliveIntervalMillis() / 1000.0, r.threads(),
             r.messagesPerSecond(), r.queuesPublished(), r.keepAliveStatementsPerPublish(), r.serverQueueRowUpdates(),
             r.intervals(), r.maxWritesOfOneQueue(), r.minGapBetweenWritesMillis());
       }
@@ -793,7 +816,7 @@ final class ScaleScenario implements Scenario {
         add(lines, "backlog", x, "housekeeper_statistics_total_error", r.housekeeperStatisticsTotalError());
       }
       for (QueuesRow r : queues) {
-        String x = Integer.toString(r.queues());
+        String x = r.queues() + "-" + r.variant();
         add(lines, "queues", x, "messages_per_second", r.messagesPerSecond());
         add(lines, "queues", x, "keep_alive_statements_per_publish", r.keepAliveStatementsPerPublish());
         add(lines, "queues", x, "queue_row_updates", r.serverQueueRowUpdates());
