@@ -126,7 +126,7 @@ final class ScaleChart {
         previousX = x;
         previousY = y;
       }
-      g.drawString(line.name(), x0 + LEFT + plotWidth - 60, top + 14 + l * 16);
+      g.drawString(line.name(), x0 + LEFT + plotWidth - 130, top + 14 + l * 16);
     }
     g.setStroke(new BasicStroke(1f));
   }

@@ -12,6 +12,8 @@ import static org.jooq.impl.DSL.table;
 import static org.jooq.impl.DSL.val;
 import static org.jooq.impl.DSL.when;
 
+import com.fasterxml.jackson.core.type.TypeReference;
+import com.fasterxml.jackson.databind.ObjectMapper;
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.msgqueue.ClaimedMessage;
@@ -37,6 +39,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
@@ -749,6 +752,8 @@ final class ScaleScenario implements Scenario {
       double clientCpuCores, double serverCpuCores, int libraryThreads, int published, int delivered,
       double deliveryP50Millis, double deliveryP99Millis, double deliveryMaxMillis) { }
 
+  private static final ObjectMapper CSV_MAPPER = new ObjectMapper();
+
   record ScaleResult(String form, List<BacklogRow> backlog, List<QueuesRow> queues, HousekeepingRow housekeeping,
       List<SubscribersRow> idleSubscribers) implements Result {
     @Override
@@ -800,53 +805,27 @@ final class ScaleScenario implements Scenario {
       }
     }
 
+    /** One line per numeric field of every row ({@code curve,x,metric,value}), so the CSV names what the JSON does. */
     @Override
     public void writeCsv(Path file) throws IOException {
       List<String> lines = new ArrayList<>();
       lines.add("curve,x,metric,value");
-      for (BacklogRow r : backlog) {
-        String x = Integer.toString(r.messages());
-        add(lines, "backlog", x, "table_bytes", r.tableBytes());
-        add(lines, "backlog", x, "index_bytes", r.indexBytes());
-        add(lines, "backlog", x, "claim_p50_ms", r.claimP50Millis());
-        add(lines, "backlog", x, "claim_p99_ms", r.claimP99Millis());
-        add(lines, "backlog", x, "drain_messages_per_second", r.drainMessagesPerSecond());
-        add(lines, "backlog", x, "statistics_exact_ms", r.statisticsExactMillis());
-        add(lines, "backlog", x, "housekeeper_statistics_ms", r.housekeeperStatisticsMillis());
-        add(lines, "backlog", x, "housekeeper_statistics_total_error", r.housekeeperStatisticsTotalError());
-      }
-      for (QueuesRow r : queues) {
-        String x = r.queues() + "-" + r.variant();
-        add(lines, "queues", x, "messages_per_second", r.messagesPerSecond());
-        add(lines, "queues", x, "keep_alive_statements_per_publish", r.keepAliveStatementsPerPublish());
-        add(lines, "queues", x, "queue_row_updates", r.serverQueueRowUpdates());
-        add(lines, "queues", x, "max_writes_of_one_queue", r.maxWritesOfOneQueue());
-        add(lines, "queues", x, "intervals", r.intervals());
-      }
-      HousekeepingRow h = housekeeping;
-      String x = Integer.toString(h.idleQueues());
-      add(lines, "housekeeping", x, "tick_seconds", h.tickSeconds());
-      add(lines, "housekeeping", x, "rows_per_second", h.rowsPerSecond());
-      add(lines, "housekeeping", x, "longest_transaction_ms", h.longestTransactionMillis());
-      add(lines, "housekeeping", x, "publish_p99_without_ms", h.publishP99WithoutMillis());
-      add(lines, "housekeeping", x, "publish_p99_during_ms", h.publishP99DuringMillis());
-      add(lines, "housekeeping", x, "claim_p99_without_ms", h.claimP99WithoutMillis());
-      add(lines, "housekeeping", x, "claim_p99_during_ms", h.claimP99DuringMillis());
-      for (SubscribersRow r : idleSubscribers) {
-        String s = Integer.toString(r.subscribers());
-        add(lines, "idle_subscribers", s, "server_transactions_per_second", r.serverTransactionsPerSecond());
-        add(lines, "idle_subscribers", s, "client_cpu_cores", r.clientCpuCores());
-        add(lines, "idle_subscribers", s, "server_cpu_cores", r.serverCpuCores());
-        add(lines, "idle_subscribers", s, "threads", r.libraryThreads());
-        add(lines, "idle_subscribers", s, "delivery_p50_ms", r.deliveryP50Millis());
-        add(lines, "idle_subscribers", s, "delivery_p99_ms", r.deliveryP99Millis());
-      }
+      backlog.forEach(r -> add(lines, "backlog", Integer.toString(r.messages()), r));
+      queues.forEach(r -> add(lines, "queues", r.queues() + "-" + r.variant(), r));
+      add(lines, "housekeeping", Integer.toString(housekeeping.idleQueues()), housekeeping);
+      idleSubscribers.forEach(r -> add(lines, "idle_subscribers", Integer.toString(r.subscribers()), r));
       Files.write(file, lines);
     }
 
-    private static void add(List<String> lines, String curve, String x, String metric, double value) {
-      lines.add(String.format(Locale.ROOT, "%s,%s,%s,%s", curve, x, metric,
-          Double.isFinite(value) ? String.format(Locale.ROOT, "%.3f", value) : "-1"));
+    private static void add(List<String> lines, String curve, String x, Record row) {
+      Map<String, Object> fields = CSV_MAPPER.convertValue(row, new TypeReference<Map<String, Object>>() { });
+      fields.forEach((metric, value) -> {
+        if (value instanceof Number number) {
+          double v = number.doubleValue();
+          lines.add(String.format(Locale.ROOT, "%s,%s,%s,%s", curve, x, metric,
+              Double.isFinite(v) ? String.format(Locale.ROOT, "%.3f", v) : "-1"));
+        }
+      });
     }
   }
 }
