@@ -45,8 +45,11 @@ import org.slf4j.LoggerFactory;
  * queue twice, or fail a tick.
  *
  * <p><b>Statistics.</b> When {@link MicrometerMetrics} are bound to the repository, every tick (on every replica,
- * whether it did the work or skipped it) also reads {@link MsgQueueRepository#queueStatistics()} once and
- * refreshes the statistics gauges from it: a scrape never queries the database.
+ * whether it did the work or skipped it) also reads the statistics of every queue once and refreshes the statistics
+ * gauges from it: a scrape never queries the database. While the message table holds at most 50,000 messages (the
+ * planner's estimate) they are exact, as {@link MsgQueueRepository#queueStatistics()}; above, they are estimated
+ * from a block sample of about 20,000 messages, so a tick's read costs about the same at 10 million messages as at
+ * 50,000 instead of a full scan per replica per tick.
  *
  * <p><b>Failures</b> are logged, recorded as the {@link #lastRun()}, and the next tick runs as usual.
  *

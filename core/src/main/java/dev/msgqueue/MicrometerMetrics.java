@@ -31,7 +31,9 @@ import java.util.concurrent.TimeUnit;
  *       {@code msgqueue.handler};
  *   <li>gauges {@code msgqueue.queue.messages} (tag {@code state}: {@code ready}, {@code delayed},
  *       {@code in.flight}, {@code expired}) and {@code msgqueue.queue.oldest.ready.age} (seconds), refreshed by each
- *       {@link Housekeeper} tick from {@link MsgQueueRepository#queueStatistics()}, never by a scrape.
+ *       {@link Housekeeper} tick, never by a scrape: exact ({@link MsgQueueRepository#queueStatistics()}) while the
+ *       message table holds at most 50,000 messages, estimates from a block sample above (counts scaled from about
+ *       20,000 sampled messages; the age that of the oldest ready message sampled, so a lower bound).
  * </ul>
  *
  * <p><b>Bounded tags.</b> The first {@code maxQueueTags} queue names seen get their own {@code queue} tag; every

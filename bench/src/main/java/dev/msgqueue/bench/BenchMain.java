@@ -61,7 +61,8 @@ public final class BenchMain {
         new EndToEndScenario(options.endToEnd()),
         new DrainScenario(options.drainMessages()),
         new SustainedScenario(options.sustainedDuration()),
-        new DrainRepeatScenario(options.drainMessages()));
+        new DrainRepeatScenario(options.drainMessages()),
+        new ScaleScenario(options.scale()));
   }
 
   /** The scenarios {@code --scenarios} selects (all by default). */
@@ -204,6 +205,13 @@ public final class BenchMain {
               "%s, %s cores, %s; %.1f s per cell after %.1f s warm-up; %s", machine.get("cpuModel"),
               machine.get("availableProcessors"), shortVersion(database.settings().get("version")),
               contention.cellSeconds(), contention.warmupSeconds(), startedAt.toString().substring(0, 10)));
+        }
+        ScaleScenario.ScaleResult scale = (ScaleScenario.ScaleResult) results.get(ScaleScenario.ID);
+        if (scale != null) {
+          ScaleChart.write(resultsDir.resolve(ScaleScenario.CHART_PNG), scale, String.format(Locale.ROOT,
+              "%s, %s cores, %s; scale %s; load average %.2f at start; %s", machine.get("cpuModel"),
+              machine.get("availableProcessors"), shortVersion(database.settings().get("version")), scale.form(),
+              loadAtStart, startedAt.toString().substring(0, 10)));
         }
         out.println();
         out.println("results: " + resultsDir.toAbsolutePath());

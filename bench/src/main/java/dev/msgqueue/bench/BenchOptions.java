@@ -26,6 +26,7 @@ import java.util.List;
  * @param keepDatabase whether to leave the benchmark database on the server when done (for inspection)
  * @param drainMessages how many messages the drain scenario preloads per cell
  * @param sustainedDuration how long each sustained run publishes and consumes
+ * @param scale the sizes of the scale scenario
  */
 record BenchOptions(
     String jdbcUrl,
@@ -42,7 +43,8 @@ record BenchOptions(
     boolean quick,
     boolean keepDatabase,
     int drainMessages,
-    Duration sustainedDuration) {
+    Duration sustainedDuration,
+    ScaleSettings scale) {
 
   static final String USAGE = String.join(System.lineSeparator(),
       "usage: java -jar bench/target/msgqueue-bench.jar [options]",
@@ -65,8 +67,10 @@ record BenchOptions(
       "  --drain-messages N      messages preloaded per drain cell and drain-repeat run (default 100000;",
       "                          quick 2000)",
       "  --sustained SECONDS     length of each sustained run (default 20; quick 1)",
+      "  --scale short|long      the scale scenario's sizes: short (default, backlogs up to 1M messages, a few",
+      "                          minutes) or long (adds the 10M-message backlog: about 15 GB of disk, longer)",
       "  --scenarios IDS         run only these: publish-contention,batching,reaper-race,end-to-end,drain,",
-      "                          sustained,drain-repeat",
+      "                          sustained,drain-repeat,scale",
       "  --quick                 tiny sizes (the CI smoke test; its figures mean nothing)",
       "  --keep-database         do not drop the benchmark database at the end",
       "  --help                  this text");
@@ -99,6 +103,7 @@ record BenchOptions(
     int drainMessages = quick ? 2_000 : 100_000;
     Duration sustained = quick ? Duration.ofSeconds(1) : Duration.ofSeconds(20);
     List<String> scenarioIds = List.of();
+    ScaleSettings scale = quick ? ScaleSettings.QUICK : ScaleSettings.SHORT;
     for (int i = 0; i < args.length; i++) {
       String arg = args[i];
       switch (arg) {
@@ -122,6 +127,13 @@ record BenchOptions(
         case "--e2e-poll-interval" -> endToEndPoll = seconds(value(args, ++i, arg), arg);
         case "--drain-messages" -> drainMessages = positiveInts(value(args, ++i, arg), arg, 10_000_000).get(0);
         case "--sustained" -> sustained = seconds(value(args, ++i, arg), arg);
+        case "--scale" -> {
+          String form = value(args, ++i, arg);
+          if (!form.equals("short") && !form.equals("long")) {
+            throw new UsageException("--scale takes short or long, was " + form);
+          }
+          scale = quick ? ScaleSettings.QUICK : ScaleSettings.named(form);
+        }
         case "--scenarios" -> scenarioIds = List.of(value(args, ++i, arg).split(","));
         case "--reaper-race" -> reaperRace = reaperRace.withRunLength(seconds(value(args, ++i, arg), arg));
         default -> throw new UsageException("unknown option " + arg + System.lineSeparator() + USAGE);
@@ -135,7 +147,7 @@ record BenchOptions(
       throw new UsageException("--e2e-poll-interval must be at least 0.01 seconds");
     }
     return new BenchOptions(jdbcUrl, resultsDir, cellDuration, warmup, publishers, batchSizes, reaperRace,
-        new EndToEndSettings(endToEndRate, cellDuration, warmup, endToEndPoll), contentionKeepAlive, rounds, scenarioIds, quick, keepDatabase, drainMessages, sustained);
+        new EndToEndSettings(endToEndRate, cellDuration, warmup, endToEndPoll), contentionKeepAlive, rounds, scenarioIds, quick, keepDatabase, drainMessages, sustained, scale);
   }
 
   int maxPublishers() {

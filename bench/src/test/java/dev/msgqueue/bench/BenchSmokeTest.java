@@ -43,7 +43,7 @@ class BenchSmokeTest {
     String out = stdout.toString(StandardCharsets.UTF_8);
     assertThat(exit).as("exit code; stderr:%n%s", stderr.toString(StandardCharsets.UTF_8)).isZero();
     assertThat(out).contains("1. Publish contention", "2. Batching", "3. Reaper race", "4. End to end", "5. Drain", "6. Sustained",
-        "7. Drain repeated", "Targets");
+        "7. Drain repeated", "8. Scale", "Targets");
 
     JsonNode report = new ObjectMapper().readTree(results.resolve(BenchMain.RESULTS_JSON).toFile());
     assertThat(report.path("quick").asBoolean()).isTrue();
@@ -150,7 +150,7 @@ class BenchSmokeTest {
     List<String> timed = new ArrayList<>();
     durations.forEach(duration -> timed.add(duration.path("scenario").asText()));
     assertThat(timed).containsExactly(PublishContentionScenario.ID, BatchingScenario.ID, ReaperRaceScenario.ID,
-        EndToEndScenario.ID, DrainScenario.ID, SustainedScenario.ID, DrainRepeatScenario.ID);
+        EndToEndScenario.ID, DrainScenario.ID, SustainedScenario.ID, DrainRepeatScenario.ID, ScaleScenario.ID);
     durations.forEach(duration -> {
       assertThat(duration.path("estimatedSeconds").asLong()).as("estimate of %s", duration).isPositive();
       assertThat(duration.path("seconds").isNumber()).as("seconds of %s", duration).isTrue();
@@ -166,6 +166,56 @@ class BenchSmokeTest {
     assertWellFormedCsv(results.resolve(EndToEndScenario.ID + ".csv"), EndToEndScenario.RUNS.size());
 
     BufferedImage chart = ImageIO.read(results.resolve(BenchMain.CHART_PNG).toFile());
+    assertThat(chart).isNotNull();
+    assertThat(chart.getWidth()).isGreaterThan(100);
+
+    assertScaleResults(report.path("scenarios").path(ScaleScenario.ID), results);
+  }
+
+  /** The quick form of the scale scenario: every cell ran, every message was accounted for, and it drew its chart. */
+  private static void assertScaleResults(JsonNode scale, Path results) throws Exception {
+    ScaleSettings quick = ScaleSettings.QUICK;
+    JsonNode backlog = scale.path("backlog");
+    assertThat(backlog).hasSize(quick.backlogs().size());
+    for (JsonNode row : backlog) {
+      assertThat(row.path("claims").asInt()).as("claims of %s", row).isEqualTo(quick.claimSamples());
+      // The hot queue's ready messages (8 in 10) all left through the timed claims and the drain.
+      assertThat(row.path("drained").asLong() + quick.claimSamples() * (long) ScaleScenario.CLAIM_BATCH)
+          .as("claimed of %s", row).isEqualTo(quick.hotQueueMessages() * 8L / 10);
+      assertThat(row.path("statisticsQueues").asInt()).isEqualTo(ScaleScenario.BACKLOG_QUEUES + 1);
+      assertThat(row.path("tableBytes").asLong()).isPositive();
+      assertThat(row.path("housekeeperStatisticsMillis").asDouble()).isPositive();
+      // Below the exact bound the gauges are the exact counts.
+      assertThat(row.path("housekeeperStatisticsTotalError").asDouble()).isZero();
+    }
+    JsonNode queues = scale.path("queues");
+    assertThat(queues).hasSize(2 * quick.queueCounts().size());
+    for (JsonNode row : queues) {
+      assertThat(row.path("messages").asLong()).as("messages of %s", row).isPositive();
+      assertThat(row.path("failures").asLong()).as("failures of %s", row).isZero();
+      if (row.path("variant").asText().equals(ScaleScenario.WRITES)) {
+        // At most one write per queue per interval: never more writes of one queue than intervals begun.
+        assertThat((double) row.path("maxWritesOfOneQueue").asLong()).as("writes of %s", row)
+            .isPositive().isLessThanOrEqualTo(Math.ceil(row.path("intervals").asDouble()) + 1);
+      } else {
+        // Every row written just before: a keep-alive finds nothing to write.
+        assertThat(row.path("serverQueueRowUpdates").asLong()).as("writes of %s", row).isZero();
+      }
+    }
+    JsonNode housekeeping = scale.path("housekeeping");
+    assertThat(housekeeping.path("outcome").asText()).isEqualTo("COMPLETED");
+    assertThat(housekeeping.path("reapedQueues").asInt()).isEqualTo(quick.idleQueues());
+    assertThat(housekeeping.path("publishesDuring").asInt()).isPositive();
+    JsonNode subscribers = scale.path("idleSubscribers");
+    assertThat(subscribers).hasSize(quick.subscriberCounts().size());
+    for (JsonNode row : subscribers) {
+      assertThat(row.path("delivered").asInt()).as("delivered of %s", row).isEqualTo(quick.deliveries());
+      assertThat(row.path("libraryThreads").asInt()).isPositive();
+    }
+    List<String> lines = Files.readAllLines(results.resolve(ScaleScenario.ID + ".csv"));
+    assertThat(lines.get(0)).isEqualTo("curve,x,metric,value");
+    lines.forEach(line -> assertThat(line.split(",", -1)).as(line).hasSize(4));
+    BufferedImage chart = ImageIO.read(results.resolve(ScaleScenario.CHART_PNG).toFile());
     assertThat(chart).isNotNull();
     assertThat(chart.getWidth()).isGreaterThan(100);
   }

@@ -5,17 +5,21 @@ package dev.msgqueue.jooq.tables;
 
 
 import dev.msgqueue.jooq.DefaultSchema;
+import dev.msgqueue.jooq.Indexes;
 import dev.msgqueue.jooq.Keys;
 import dev.msgqueue.jooq.tables.MessageQueueItem.MessageQueueItemPath;
 import dev.msgqueue.jooq.tables.records.MessageQueueRecord;
 
 import java.time.LocalDateTime;
+import java.util.Arrays;
 import java.util.Collection;
+import java.util.List;
 import java.util.UUID;
 
 import org.jooq.Condition;
 import org.jooq.Field;
 import org.jooq.ForeignKey;
+import org.jooq.Index;
 import org.jooq.InverseForeignKey;
 import org.jooq.Name;
 import org.jooq.Path;
@@ -151,6 +155,11 @@ public class MessageQueue extends TableImpl<MessageQueueRecord> {
     @Override
     public Schema getSchema() {
         return aliased() ? null : DefaultSchema.DEFAULT_SCHEMA;
+    }
+
+    @Override
+    public List<Index> getIndexes() {
+        return Arrays.asList(Indexes.MESSAGEQUEUE_LASTACTIVE_AUTODELETED_IDX);
     }
 
     @Override

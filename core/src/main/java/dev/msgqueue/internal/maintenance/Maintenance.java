@@ -51,7 +51,7 @@ public final class Maintenance {
   public void refreshStatistics() {
     MsgQueueEvents events = context.report();
     if (events.wantsStatistics()) {
-      events.statistics(StatisticsStatements.ofAll(context.own()));
+      events.statistics(StatisticsStatements.forGauges(context.own()));
     }
   }
 }

@@ -1,0 +1,58 @@
+package dev.msgqueue.bench;
+
+import java.time.Duration;
+import java.util.List;
+
+/**
+ * The sizes of the scale scenario: {@link #SHORT} by default (a few minutes), {@link #LONG} with {@code --scale long}
+ * (adds the 10M-message backlog), {@link #QUICK} for the smoke test.
+ *
+ * @param form the name of the form, reported with the results
+ * @param backlogs messages in the backlog cells, spread over {@link ScaleScenario#BACKLOG_QUEUES} queues
+ * @param hotQueueMessages messages of the one queue a backlog cell claims from and drains (besides the backlog)
+ * @param claimSamples how many timed claims of {@link ScaleScenario#CLAIM_BATCH} a backlog cell takes
+ * @param queueCounts distinct auto-deleted queues of the publish cells
+ * @param publishThreads publisher threads of every publish cell
+ * @param publishFor how long each publish cell is measured
+ * @param keepAliveInterval the keep-alive interval of the publish cells (short, so a cell spans several)
+ * @param idleQueues idle auto-deleted queues of the housekeeping cell
+ * @param expiredMessages expired messages of the housekeeping cell, spread over its idle queues
+ * @param subscriberCounts subscribers (each on its own queue) of the idle-subscriber cells
+ * @param settle how long subscribers run before the idle measurement
+ * @param idleFor how long the idle measurement lasts
+ * @param deliveries messages published to random queues for the delivery latency of each idle-subscriber cell
+ */
+record ScaleSettings(
+    String form,
+    List<Integer> backlogs,
+    int hotQueueMessages,
+    int claimSamples,
+    List<Integer> queueCounts,
+    int publishThreads,
+    Duration publishFor,
+    Duration keepAliveInterval,
+    int idleQueues,
+    int expiredMessages,
+    List<Integer> subscriberCounts,
+    Duration settle,
+    Duration idleFor,
+    int deliveries) {
+
+  static final ScaleSettings QUICK = new ScaleSettings("quick", List.of(2_000, 20_000), 1_000, 20, List.of(10, 200),
+      4, Duration.ofMillis(600), Duration.ofMillis(200), 500, 5_000, List.of(1, 5), Duration.ofMillis(300),
+      Duration.ofMillis(500), 5);
+  static final ScaleSettings SHORT = new ScaleSettings("short", List.of(10_000, 1_000_000), 20_000, 300,
+      List.of(10, 10_000, 100_000), 8, Duration.ofSeconds(6), Duration.ofSeconds(2), 100_000, 1_000_000,
+      List.of(1, 100, 1_000), Duration.ofSeconds(5), Duration.ofSeconds(10), 50);
+  static final ScaleSettings LONG = new ScaleSettings("long", List.of(10_000, 1_000_000, 10_000_000), 20_000, 300,
+      List.of(10, 10_000, 100_000), 8, Duration.ofSeconds(10), Duration.ofSeconds(2), 100_000, 1_000_000,
+      List.of(1, 100, 1_000), Duration.ofSeconds(5), Duration.ofSeconds(10), 100);
+
+  static ScaleSettings named(String form) {
+    return switch (form) {
+      case "short" -> SHORT;
+      case "long" -> LONG;
+      default -> throw new IllegalArgumentException(form);
+    };
+  }
+}
