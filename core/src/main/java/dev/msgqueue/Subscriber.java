@@ -20,7 +20,9 @@ import java.time.Duration;
  *       followed by others after 1, 2, 4, ... ms up to the poll interval, since publishers commit in groups. While
  *       the {@link WakeupListener} is connected the idle poll interval doubles after each empty poll, up to 30 s (or
  *       the poll interval, if longer); it returns to the poll interval when a claim finds messages or the listener
- *       is not connected. Polling never stops.</li>
+ *       is not connected. Polling never stops. While it is backed off, a message that becomes claimable by time
+ *       (a publish or release delay running out, a retry backoff, a lapsed lease) is claimed up to that long after it
+ *       became due, since only publishes send wake-ups.</li>
  *   <li><b>Threads.</b> Claims, acks, lease renewals and keep-alives run as tasks on threads shared by all
  *       subscribers of one repository (at most {@value ConsumerThreads#MAX_WORKERS} workers and one timer, named
  *       {@code msgqueue-consume-*}), started when needed and stopped when the last subscriber closes. Handlers run

@@ -23,9 +23,10 @@ import org.slf4j.LoggerFactory;
  * once instead of at their next poll. Create one per process, pass it to every subscriber, close it after them.
  *
  * <p>It holds a dedicated connection, opened by the {@link ConnectionFactory} you give it, not one taken from your
- * pool (a LISTEN connection is held forever). If the connection drops, it reconnects with a capped exponential backoff,
- * and after every (re)connect wakes all its subscribers, since notifications sent meanwhile are lost. Subscribers keep
- * polling regardless, so a wake-up is only ever a shortcut.
+ * pool (a LISTEN connection is held forever). If the connection drops, it wakes all its subscribers (they stop backing
+ * off their idle polls while it is down), reconnects with a capped exponential backoff, and after every (re)connect
+ * wakes them all again, since notifications sent meanwhile are lost. Subscribers keep polling regardless, so a wake-up
+ * is only ever a shortcut.
  */
 public final class WakeupListener implements AutoCloseable {
   /** Opens the listener's dedicated connection, for example {@code () -> DriverManager.getConnection(url, props)}. */
