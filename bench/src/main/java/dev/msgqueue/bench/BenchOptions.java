@@ -26,6 +26,7 @@ import java.util.List;
  * @param keepDatabase whether to leave the benchmark database on the server when done (for inspection)
  * @param drainMessages how many messages the drain scenario preloads per cell
  * @param sustainedDuration how long each sustained run publishes and consumes
+ * @param drainCells the drain scenario's cells to run, as {@code consumer:concurrency}; empty for all
  */
 record BenchOptions(
     String jdbcUrl,
@@ -42,7 +43,8 @@ record BenchOptions(
     boolean quick,
     boolean keepDatabase,
     int drainMessages,
-    Duration sustainedDuration) {
+    Duration sustainedDuration,
+    List<String> drainCells) {
 
   static final String USAGE = String.join(System.lineSeparator(),
       "usage: java -jar bench/target/msgqueue-bench.jar [options]",
@@ -64,6 +66,7 @@ record BenchOptions(
       "                          quick 0.2)",
       "  --drain-messages N      messages preloaded per drain cell and drain-repeat run (default 100000;",
       "                          quick 2000)",
+      "  --drain-cells LIST      only these drain cells, e.g. pgmq-shape-sql:1,repository-loop:1 (default all)",
       "  --sustained SECONDS     length of each sustained run (default 20; quick 1)",
       "  --scenarios IDS         run only these: publish-contention,batching,reaper-race,end-to-end,drain,",
       "                          sustained,drain-repeat",
@@ -99,6 +102,7 @@ record BenchOptions(
     int drainMessages = quick ? 2_000 : 100_000;
     Duration sustained = quick ? Duration.ofSeconds(1) : Duration.ofSeconds(20);
     List<String> scenarioIds = List.of();
+    List<String> drainCells = List.of();
     for (int i = 0; i < args.length; i++) {
       String arg = args[i];
       switch (arg) {
@@ -122,6 +126,7 @@ record BenchOptions(
         case "--e2e-poll-interval" -> endToEndPoll = seconds(value(args, ++i, arg), arg);
         case "--drain-messages" -> drainMessages = positiveInts(value(args, ++i, arg), arg, 10_000_000).get(0);
         case "--sustained" -> sustained = seconds(value(args, ++i, arg), arg);
+        case "--drain-cells" -> drainCells = List.of(value(args, ++i, arg).split(","));
         case "--scenarios" -> scenarioIds = List.of(value(args, ++i, arg).split(","));
         case "--reaper-race" -> reaperRace = reaperRace.withRunLength(seconds(value(args, ++i, arg), arg));
         default -> throw new UsageException("unknown option " + arg + System.lineSeparator() + USAGE);
@@ -135,7 +140,8 @@ record BenchOptions(
       throw new UsageException("--e2e-poll-interval must be at least 0.01 seconds");
     }
     return new BenchOptions(jdbcUrl, resultsDir, cellDuration, warmup, publishers, batchSizes, reaperRace,
-        new EndToEndSettings(endToEndRate, cellDuration, warmup, endToEndPoll), contentionKeepAlive, rounds, scenarioIds, quick, keepDatabase, drainMessages, sustained);
+        new EndToEndSettings(endToEndRate, cellDuration, warmup, endToEndPoll), contentionKeepAlive, rounds, scenarioIds, quick, keepDatabase, drainMessages, sustained,
+        drainCells);
   }
 
   int maxPublishers() {
