@@ -17,10 +17,16 @@ using (
     "zipped"."id" as "id",
     (timestamp '1970-01-01 00:00:00.0' + (cast(interval '0 years 0 mons 0 days 0 hours 0 mins 0.001 secs' as interval day to second) * "zipped"."millis")) as "deadline"
   from unnest(cast(
-    $1
+    cast(
+  $1
+  as bigint[]
+)
     as bigint[]
   ), cast(
-    $2
+    cast(
+  $2
+  as bigint[]
+)
     as bigint[]
   )) as "zipped" ("id", "millis")
 ) as "receipt"
@@ -39,10 +45,16 @@ using (
     "zipped"."id" as "id",
     (timestamp '1970-01-01 00:00:00.0' + (cast(interval '0 years 0 mons 0 days 0 hours 0 mins 0.001 secs' as interval day to second) * "zipped"."millis")) as "deadline"
   from unnest(cast(
-    $1
+    cast(
+  $1
+  as bigint[]
+)
     as bigint[]
   ), cast(
-    $2
+    cast(
+  $2
+  as bigint[]
+)
     as bigint[]
   )) as "zipped" ("id", "millis")
 ) as "receipt"
@@ -163,7 +175,7 @@ set
         as timestamp with time zone
       )
     )
-  ) + cast($2 as interval day to second))
+  ) + cast(cast($2 as interval day to second) as interval day to second))
 from "claimed"
 where "MessageQueueItem"."id" = "claimed"."id"
 returning 
@@ -501,10 +513,7 @@ select
   ) + cast($6 as interval day to second)),
   "healed"."name"
 from "healed"
-  cross join unnest(cast(
-    $7
-    as jsonb[]
-  )) with ordinality as "v" ("payload", "ordinal")
+  cross join jsonb_array_elements(cast($7 as jsonb)) with ordinality as "v" ("payload", "ordinal")
 order by "v"."ordinal"
 returning "MessageQueueItem"."id";
 
@@ -538,10 +547,7 @@ select
     )
   ) + cast($1 as interval day to second)),
   $2
-from unnest(cast(
-  $3
-  as jsonb[]
-)) with ordinality as "v" ("payload", "ordinal")
+from jsonb_array_elements(cast($3 as jsonb)) with ordinality as "v" ("payload", "ordinal")
 order by "v"."ordinal"
 returning "MessageQueueItem"."id";
 insert into "MessageQueueItem" ("payload", "readAfter", "expiresAt", "queueId")
@@ -602,10 +608,7 @@ select
   ) + cast($1 as interval day to second)),
   "MessageQueue"."name"
 from "MessageQueue"
-  cross join unnest(cast(
-    $2
-    as jsonb[]
-  )) with ordinality as "v" ("payload", "ordinal")
+  cross join jsonb_array_elements(cast($2 as jsonb)) with ordinality as "v" ("payload", "ordinal")
 where "MessageQueue"."name" = $3
 order by "v"."ordinal"
 for key share of "MessageQueue"

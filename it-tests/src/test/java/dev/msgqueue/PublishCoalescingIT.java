@@ -2,10 +2,15 @@ package dev.msgqueue;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonToken;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.QueueRows;
 import dev.msgqueue.it.TestDatabase;
 import dev.msgqueue.jooq.tables.records.MessageQueueItemRecord;
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.Statement;
@@ -85,17 +90,38 @@ class PublishCoalescingIT {
     return payloadsOf(ctx).size();
   }
 
-  /** The payloads an insert carries, whether bound one by one or as one array. */
+  /**
+   * The payloads an insert carries, whether bound one by one, as one array, or as one JSON array of them (the
+   * statement then reads it with {@code jsonb_array_elements}).
+   */
   private static List<JSONB> payloadsOf(ExecuteContext ctx) {
+    boolean jsonArray = ctx.sql().contains("jsonb_array_elements");
     List<JSONB> payloads = new ArrayList<>();
     for (Object value : ctx.query().getBindValues()) {
       if (value instanceof JSONB json) {
-        payloads.add(json);
+        payloads.addAll(jsonArray ? elements(json.data()) : List.of(json));
       } else if (value instanceof JSONB[] array) {
         payloads.addAll(List.of(array));
       }
     }
     return payloads;
+  }
+
+  /** The elements of a JSON array, each as its own text. */
+  private static List<JSONB> elements(String array) {
+    List<JSONB> elements = new ArrayList<>();
+    try (JsonParser parser = new JsonFactory().createParser(array)) {
+      parser.nextToken(); // the array's start
+      while (parser.nextToken() != JsonToken.END_ARRAY) {
+        int start = (int) parser.currentTokenLocation().getCharOffset();
+        parser.skipChildren();
+        int end = (int) parser.currentLocation().getCharOffset();
+        elements.add(JSONB.valueOf(array.substring(start, end)));
+      }
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+    return elements;
   }
 
   /** Runs {@code perThread} publishes on each of {@link #THREADS} threads, started together. */

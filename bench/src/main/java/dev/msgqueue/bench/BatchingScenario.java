@@ -39,7 +39,7 @@ final class BatchingScenario implements Scenario {
 
   @Override
   public int steps() {
-    return 2 * options.batchSizes().size();
+    return 3 * options.batchSizes().size();
   }
 
   @Override
@@ -52,7 +52,11 @@ final class BatchingScenario implements Scenario {
     BenchDatabase database = context.database();
     Strategies.Message message = new Strategies.Message(
         PublishContentionScenario.HOT_QUEUE, BenchContext.PAYLOAD, PublishContentionScenario.MESSAGE_TTL);
+    PgmqShape.create(database.control());
+    // The three statements in turn at each batch size, so that a noisy machine weighs on them alike.
     List<ClosedLoopCell.Measurement> measured = new ArrayList<>();
+    List<ClosedLoopCell.Measurement> copied = new ArrayList<>();
+    List<ClosedLoopCell.Measurement> pgmq = new ArrayList<>();
     for (int batchSize : options.batchSizes()) {
       context.step(String.format(Locale.ROOT, "batching: publishBatch of %d", batchSize));
       database.reset();
@@ -61,14 +65,19 @@ final class BatchingScenario implements Scenario {
       database.flushStatistics();
       measured.add(ClosedLoopCell.run(database, Strategies.msgqueueBatch(message, repository, batchSize), PUBLISHERS,
           options.warmup(), options.cellDuration()));
-    }
-    List<ClosedLoopCell.Measurement> copied = new ArrayList<>();
-    for (int batchSize : options.batchSizes()) {
+
       context.step(String.format(Locale.ROOT, "batching: COPY of %d", batchSize));
       database.reset();
       MsgQueueRepository.create(database.control(), config).bindQueue(message.queue());
       database.flushStatistics();
       copied.add(ClosedLoopCell.run(database, Strategies.copyBatch(message, batchSize), PUBLISHERS,
+          options.warmup(), options.cellDuration()));
+
+      context.step(String.format(Locale.ROOT, "batching: pgmq-shaped send_batch of %d", batchSize));
+      database.reset();
+      PgmqShape.truncate(database.control());
+      database.flushStatistics();
+      pgmq.add(ClosedLoopCell.run(database, Strategies.pgmqSendBatch(message, batchSize), PUBLISHERS,
           options.warmup(), options.cellDuration()));
     }
     double single = Double.NaN;
@@ -77,21 +86,21 @@ final class BatchingScenario implements Scenario {
         single = measured.get(i).messagesPerSecond();
       }
     }
+    List<Row> rows = rows(measured, single);
+    List<Row> copyRows = rows(copied, single);
+    List<Row> pgmqRows = rows(pgmq, single);
+    return new BatchingResult(PUBLISHERS, rows, copyRows, pgmqRows);
+  }
+
+  private List<Row> rows(List<ClosedLoopCell.Measurement> cells, double single) {
     List<Row> rows = new ArrayList<>();
-    for (int i = 0; i < measured.size(); i++) {
-      ClosedLoopCell.Measurement m = measured.get(i);
+    for (int i = 0; i < cells.size(); i++) {
+      ClosedLoopCell.Measurement m = cells.get(i);
       rows.add(new Row(options.batchSizes().get(i), m.windowSeconds(), m.calls(), m.messages(), m.callsPerSecond(),
           m.messagesPerSecond(), m.latency().p50Micros() / 1000, m.latency().p99Micros() / 1000,
           m.walBytesPerMessage(), m.messagesPerSecond() / single, m.failures(), m.firstFailure()));
     }
-    List<Row> copyRows = new ArrayList<>();
-    for (int i = 0; i < copied.size(); i++) {
-      ClosedLoopCell.Measurement m = copied.get(i);
-      copyRows.add(new Row(options.batchSizes().get(i), m.windowSeconds(), m.calls(), m.messages(),
-          m.callsPerSecond(), m.messagesPerSecond(), m.latency().p50Micros() / 1000, m.latency().p99Micros() / 1000,
-          m.walBytesPerMessage(), m.messagesPerSecond() / single, m.failures(), m.firstFailure()));
-    }
-    return new BatchingResult(PUBLISHERS, rows, copyRows);
+    return rows;
   }
 
   /** @param speedupOverSingle messages/s relative to batch size 1 (NaN when 1 was not measured) */
@@ -112,8 +121,9 @@ final class BatchingScenario implements Scenario {
   /**
    * @param rows {@code publishBatch} at each batch size
    * @param copyRows pgjdbc COPY of the same rows at each batch size (no ids, no heal), for comparison
+   * @param pgmqRows the pgmq-shaped batch send at each batch size, into a table of pgmq's shape
    */
-  record BatchingResult(int publishers, List<Row> rows, List<Row> copyRows) implements Result {
+  record BatchingResult(int publishers, List<Row> rows, List<Row> copyRows, List<Row> pgmqRows) implements Result {
     Row copyRow(int batchSize) {
       return copyRows.stream().filter(r -> r.batchSize() == batchSize).findFirst().orElse(null);
     }
@@ -134,7 +144,11 @@ final class BatchingScenario implements Scenario {
       for (Row r : copyRows) {
         printRow(out, "COPY", r);
       }
-      out.println("x batch1: messages/s relative to publishBatch of 1. COPY returns no ids and cannot heal.");
+      for (Row r : pgmqRows) {
+        printRow(out, "pgmq-shape", r);
+      }
+      out.println("x batch1: messages/s relative to publishBatch of 1. COPY returns no ids and cannot heal."
+          + " pgmq-shape: pgmq's send_batch statement shape on a table of its shape (no foreign key).");
     }
 
     private static void printRow(PrintStream out, String statement, Row r) {
@@ -153,6 +167,9 @@ final class BatchingScenario implements Scenario {
       }
       for (Row r : copyRows) {
         lines.add(csv("copy", r));
+      }
+      for (Row r : pgmqRows) {
+        lines.add(csv("pgmq-shape", r));
       }
       Files.write(file, lines);
     }

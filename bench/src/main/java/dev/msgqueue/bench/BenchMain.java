@@ -59,7 +59,7 @@ public final class BenchMain {
         new BatchingScenario(options, contention.config()),
         new ReaperRaceScenario(options.reaperRace()),
         new EndToEndScenario(options.endToEnd()),
-        new DrainScenario(options.drainMessages()),
+        new DrainScenario(options.drainMessages(), options.drainCells()),
         new SustainedScenario(options.sustainedDuration()),
         new DrainRepeatScenario(options.drainMessages()),
         new ScaleScenario(options.scale()));

@@ -27,6 +27,7 @@ import java.util.List;
  * @param drainMessages how many messages the drain scenario preloads per cell
  * @param sustainedDuration how long each sustained run publishes and consumes
  * @param scale the sizes of the scale scenario
+ * @param drainCells the drain scenario's cells to run, as {@code consumer:concurrency}; empty for all
  */
 record BenchOptions(
     String jdbcUrl,
@@ -44,7 +45,8 @@ record BenchOptions(
     boolean keepDatabase,
     int drainMessages,
     Duration sustainedDuration,
-    ScaleSettings scale) {
+    ScaleSettings scale,
+    List<String> drainCells) {
 
   static final String USAGE = String.join(System.lineSeparator(),
       "usage: java -jar bench/target/msgqueue-bench.jar [options]",
@@ -66,6 +68,7 @@ record BenchOptions(
       "                          quick 0.2)",
       "  --drain-messages N      messages preloaded per drain cell and drain-repeat run (default 100000;",
       "                          quick 2000)",
+      "  --drain-cells LIST      only these drain cells, e.g. pgmq-shape-sql:1,repository-loop:1 (default all)",
       "  --sustained SECONDS     length of each sustained run (default 20; quick 1)",
       "  --scale short|long      the scale scenario's sizes: short (default, backlogs up to 1M messages, a few",
       "                          minutes) or long (adds the 10M-message backlog: about 15 GB of disk, longer)",
@@ -104,6 +107,7 @@ record BenchOptions(
     Duration sustained = quick ? Duration.ofSeconds(1) : Duration.ofSeconds(20);
     List<String> scenarioIds = List.of();
     ScaleSettings scale = quick ? ScaleSettings.QUICK : ScaleSettings.SHORT;
+    List<String> drainCells = List.of();
     for (int i = 0; i < args.length; i++) {
       String arg = args[i];
       switch (arg) {
@@ -134,6 +138,7 @@ record BenchOptions(
           }
           scale = quick ? ScaleSettings.QUICK : ScaleSettings.named(form);
         }
+        case "--drain-cells" -> drainCells = List.of(value(args, ++i, arg).split(","));
         case "--scenarios" -> scenarioIds = List.of(value(args, ++i, arg).split(","));
         case "--reaper-race" -> reaperRace = reaperRace.withRunLength(seconds(value(args, ++i, arg), arg));
         default -> throw new UsageException("unknown option " + arg + System.lineSeparator() + USAGE);
@@ -147,7 +152,8 @@ record BenchOptions(
       throw new UsageException("--e2e-poll-interval must be at least 0.01 seconds");
     }
     return new BenchOptions(jdbcUrl, resultsDir, cellDuration, warmup, publishers, batchSizes, reaperRace,
-        new EndToEndSettings(endToEndRate, cellDuration, warmup, endToEndPoll), contentionKeepAlive, rounds, scenarioIds, quick, keepDatabase, drainMessages, sustained, scale);
+        new EndToEndSettings(endToEndRate, cellDuration, warmup, endToEndPoll), contentionKeepAlive, rounds,
+        scenarioIds, quick, keepDatabase, drainMessages, sustained, scale, drainCells);
   }
 
   int maxPublishers() {

@@ -10,16 +10,21 @@ import static org.jooq.impl.DSL.name;
 import static org.jooq.impl.DSL.table;
 import static org.jooq.impl.DSL.val;
 
+import java.io.IOException;
 import java.math.BigDecimal;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.time.LocalDateTime;
 import java.util.Collection;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import org.jooq.DSLContext;
 import org.jooq.Field;
 import org.jooq.Record;
 import org.jooq.Table;
+import org.jooq.impl.DSL;
 import org.jooq.impl.SQLDataType;
 import org.jooq.types.DayToSecond;
 
@@ -58,6 +63,9 @@ final class BenchSql {
     return bytes.longValueExact();
   }
 
+  /** Linux's USER_HZ, the unit of {@code /proc/<pid>/stat} CPU times, on every common architecture. */
+  private static final long CLOCK_TICKS_PER_SECOND = 100;
+
   static int backendPid(DSLContext ctx) {
     return ctx.select(function("pg_backend_pid", SQLDataType.INTEGER)).fetchOne(0, Integer.class);
   }
@@ -83,6 +91,35 @@ final class BenchSql {
         .from(PG_STAT_ACTIVITY)
         .where(field(name("pid"), Integer.class).in(pids))
         .fetchOne(0, Integer.class);
+  }
+
+  /** The other sessions of this database right now (a cell's pool, say), by backend pid. */
+  static List<Integer> otherBackends(DSLContext ctx) {
+    return ctx.select(field(name("pid"), Integer.class))
+        .from(PG_STAT_ACTIVITY)
+        .where(field(name("datname"), String.class).eq(DSL.currentCatalog()))
+        .and(field(name("pid"), Integer.class).ne(function("pg_backend_pid", SQLDataType.INTEGER)))
+        .fetch(0, Integer.class);
+  }
+
+  /**
+   * The CPU time the given server backends have used so far (user + system, from {@code /proc/<pid>/stat}), or -1 if
+   * the server is not on this machine or its processes cannot be read. Per message it is the server's share of a
+   * cell, which a shared, noisy machine does not distort the way it distorts the rate.
+   */
+  static long backendCpuNanos(Collection<Integer> pids) {
+    long ticks = 0;
+    for (int pid : pids) {
+      try {
+        String stat = Files.readString(Path.of("/proc", Integer.toString(pid), "stat"));
+        // Fields after the command name in parentheses: state is the 3rd field, utime the 14th, stime the 15th.
+        String[] fields = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+        ticks += Long.parseLong(fields[11]) + Long.parseLong(fields[12]);
+      } catch (IOException | RuntimeException e) {
+        return -1;
+      }
+    }
+    return ticks * (1_000_000_000L / CLOCK_TICKS_PER_SECOND);
   }
 
   /** Cumulative row writes to {@code "MessageQueue"} since the statistics were last reset. */

@@ -67,7 +67,8 @@ final class DrainRepeatScenario implements Scenario {
         DrainScenario.preload(database, cell, messages);
         DrainScenario.Row row = drains.drain(database, cell, messages);
         runs.add(new Run(cell.consumer(), cell.concurrency(), run, row.messages(), row.seconds(),
-            row.messagesPerSecond(), row.left(), row.drained()));
+            row.messagesPerSecond(), row.clientCpuMicrosPerMessage(), row.serverCpuMicrosPerMessage(), row.left(),
+            row.drained()));
       }
     }
     List<Spread> spreads = new ArrayList<>();
@@ -82,9 +83,9 @@ final class DrainRepeatScenario implements Scenario {
     return new DrainRepeatResult(messages, RUNS, TARGET_SLOWEST_OVER_FASTEST, runs, spreads);
   }
 
-  /** One measured drain. */
+  /** One measured drain, with its CPU per message on the client (loops only) and on the server. */
   record Run(String consumer, int concurrency, int run, long messages, double seconds, double messagesPerSecond,
-      long left, boolean drained) { }
+      double clientCpuMicrosPerMessage, double serverCpuMicrosPerMessage, long left, boolean drained) { }
 
   /** A consumer's fastest and slowest run, and whether the slowest is within the target of the fastest. */
   record Spread(String consumer, int concurrency, double fastestMessagesPerSecond, double slowestMessagesPerSecond,
@@ -97,6 +98,7 @@ final class DrainRepeatScenario implements Scenario {
       StringBuilder header = new StringBuilder(String.format(Locale.ROOT, "%-4s", "run"));
       for (DrainScenario.Cell cell : CELLS) {
         header.append(String.format(Locale.ROOT, " %24s", cell.consumer() + " x" + cell.concurrency() + " msg/s"));
+        header.append(String.format(Locale.ROOT, " %14s", "cpu us/msg"));
       }
       out.println(header);
       out.println("-".repeat(header.length()));
@@ -109,9 +111,12 @@ final class DrainRepeatScenario implements Scenario {
           String note = r.drained() && r.left() == 0 ? "" : " (not drained)";
           line.append(String.format(Locale.ROOT, " %24s",
               String.format(Locale.ROOT, "%.0f%s", r.messagesPerSecond(), note)));
+          line.append(String.format(Locale.ROOT, " %14s", String.format(Locale.ROOT, "%.1f/%.1f",
+              r.clientCpuMicrosPerMessage(), r.serverCpuMicrosPerMessage())));
         }
         out.println(line);
       }
+      out.println("cpu us/msg: client (consuming threads; loops only) / server (the drain's backends) per message.");
       for (Spread spread : spreads) {
         out.printf(Locale.ROOT, "%s x%d: fastest %.0f, slowest %.0f msg/s, slowest/fastest %.2f (target >= %.2f: %s)%n",
             spread.consumer(), spread.concurrency(), spread.fastestMessagesPerSecond(),
@@ -122,10 +127,13 @@ final class DrainRepeatScenario implements Scenario {
     @Override
     public void writeCsv(Path file) throws IOException {
       List<String> lines = new ArrayList<>();
-      lines.add("consumer,concurrency,run,messages,seconds,messages_per_second,left,drained");
+      lines.add("consumer,concurrency,run,messages,seconds,messages_per_second,client_cpu_us_per_message,"
+          + "server_cpu_us_per_message,left,drained");
       for (Run r : runs) {
-        lines.add(String.format(Locale.ROOT, "%s,%d,%d,%d,%.3f,%.1f,%d,%b", r.consumer(), r.concurrency(), r.run(),
-            r.messages(), r.seconds(), r.messagesPerSecond(), r.left(), r.drained()));
+        lines.add(String.format(Locale.ROOT, "%s,%d,%d,%d,%.3f,%.1f,%s,%s,%d,%b", r.consumer(), r.concurrency(),
+            r.run(), r.messages(), r.seconds(), r.messagesPerSecond(),
+            DrainScenario.csvMicros(r.clientCpuMicrosPerMessage()),
+            DrainScenario.csvMicros(r.serverCpuMicrosPerMessage()), r.left(), r.drained()));
       }
       Files.write(file, lines);
     }

@@ -11,6 +11,8 @@ import dev.msgqueue.QueueSpec;
 import dev.msgqueue.Subscriber;
 import java.io.IOException;
 import java.io.PrintStream;
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.sql.Connection;
@@ -75,12 +77,25 @@ final class DrainScenario implements Scenario {
   static final String PRODUCTION_ACK_SQL =
       "DELETE FROM \"MessageQueueItem\" WHERE id = ANY(?) AND status = 'ASSIGNED'";
 
+  private static final ThreadMXBean CPU = ManagementFactory.getThreadMXBean();
+
   private final int messages;
   private final int warmupMessages;
   private final Duration timeout;
+  private final List<Cell> cells;
 
   DrainScenario(int messages) {
+    this(messages, List.of());
+  }
+
+  /** @param selected the cells to run, as {@code consumer:concurrency}; empty for all of {@link #CELLS} */
+  DrainScenario(int messages, List<String> selected) {
     this.messages = messages;
+    this.cells = selected.isEmpty() ? CELLS : CELLS.stream()
+        .filter(cell -> selected.contains(cell.consumer() + ":" + cell.concurrency())).toList();
+    if (cells.isEmpty()) {
+      throw new IllegalArgumentException("no drain cell matches " + selected);
+    }
     // As many as measured: a claim+ack pair per 100 messages, and the JIT compiles a statement's code only after
     // hundreds of runs.
     this.warmupMessages = messages;
@@ -100,14 +115,14 @@ final class DrainScenario implements Scenario {
 
   @Override
   public int steps() {
-    return CELLS.size();
+    return cells.size();
   }
 
   @Override
   public Duration estimate() {
     // Per message preloaded and drained, warm-up pass included: 0.14 ms on the embedded server and 0.20 ms on
     // PostgreSQL 15, measured on a 2-core machine under heavy load (load average 13-28).
-    return Duration.ofMillis(CELLS.size() * (1_000 + (messages + warmupMessages) * 3L / 20L));
+    return Duration.ofMillis(cells.size() * (1_000 + (messages + warmupMessages) * 3L / 20L));
   }
 
   @Override
@@ -116,12 +131,12 @@ final class DrainScenario implements Scenario {
     PgmqShape.create(database.control());
     // Every consumer is measured warm, as it runs in a service: a first pass drains the queue with each cell,
     // unmeasured, so no cell pays for compiling code that the cells before it did not run.
-    for (Cell cell : CELLS) {
+    for (Cell cell : cells) {
       preload(database, cell, warmupMessages);
       drain(database, cell, warmupMessages);
     }
     List<Row> rows = new ArrayList<>();
-    for (Cell cell : CELLS) {
+    for (Cell cell : cells) {
       context.step(String.format(Locale.ROOT, "drain: %s x%d, %d messages", cell.consumer(), cell.concurrency(),
           messages));
       preload(database, cell, messages);
@@ -157,6 +172,10 @@ final class DrainScenario implements Scenario {
     control.execute("VACUUM ANALYZE \"MessageQueueItem\""); // plain SQL: jOOQ has no VACUUM
   }
 
+  private static boolean isSubscriber(Cell cell) {
+    return cell.consumer().equals(SUBSCRIBER) || cell.consumer().equals(SUBSCRIBER_LEASE);
+  }
+
   /** Drains the preloaded table with {@code cell}'s consumer, on a pool of its own. */
   Row drain(BenchDatabase database, Cell cell, int messages) throws Exception {
     HikariConfig poolConfig = new HikariConfig();
@@ -166,33 +185,48 @@ final class DrainScenario implements Scenario {
     try (HikariDataSource pool = new HikariDataSource(poolConfig)) {
       AtomicLong statements = new AtomicLong();
       AtomicLong consumed = new AtomicLong();
+      AtomicLong clientCpuNanos = new AtomicLong();
       long started = System.nanoTime();
       boolean drained = switch (cell.consumer()) {
-        case FLOOR, PRODUCTION, PGMQ_SHAPE, REPOSITORY -> loops(pool, cell, statements, consumed);
+        case FLOOR, PRODUCTION, PGMQ_SHAPE, REPOSITORY -> loops(pool, cell, statements, consumed, clientCpuNanos);
         default -> subscriber(pool, cell, messages, statements, consumed);
       };
       double seconds = (System.nanoTime() - started) / 1e9;
+      // The pool's backends started with it, so their CPU time so far is the cell's (connection setup included).
+      long serverCpuNanos = BenchSql.backendCpuNanos(BenchSql.otherBackends(database.control()));
       long left = cell.consumer().equals(PGMQ_SHAPE) ? PgmqShape.rowsLeft(database.control())
           : database.control().fetchCount(MESSAGE_QUEUE_ITEM);
+      double cpuMicrosPerMessage = isSubscriber(cell) ? Double.NaN
+          : clientCpuNanos.get() / 1e3 / Math.max(1, consumed.get());
+      double serverCpuMicrosPerMessage = serverCpuNanos < 0 ? Double.NaN
+          : serverCpuNanos / 1e3 / Math.max(1, consumed.get());
       return new Row(cell.consumer(), cell.concurrency(), consumed.get(), seconds, consumed.get() / seconds,
-          (double) statements.get() / Math.max(1, consumed.get()), Double.NaN, left, drained);
+          (double) statements.get() / Math.max(1, consumed.get()), cpuMicrosPerMessage, serverCpuMicrosPerMessage,
+          Double.NaN, left, drained);
     }
   }
 
-  private boolean loops(HikariDataSource pool, Cell cell, AtomicLong statements, AtomicLong consumed)
-      throws Exception {
+  /**
+   * Runs {@code cell}'s loop on its threads; {@code clientCpuNanos} gets the CPU time those threads
+   * spent, the JDBC driver and jOOQ included: the client's share of each message, which a noisy shared machine does
+   * not distort the way it distorts the rate.
+   */
+  private boolean loops(HikariDataSource pool, Cell cell, AtomicLong statements, AtomicLong consumed,
+      AtomicLong clientCpuNanos) throws Exception {
     MsgQueueRepository repository = MsgQueueRepository.create(pool, MsgQueueConfig.defaults());
     ExecutorService threads = Executors.newFixedThreadPool(cell.concurrency());
     try {
       List<Future<?>> running = new ArrayList<>();
       for (int i = 0; i < cell.concurrency(); i++) {
         running.add(threads.submit(() -> {
+          long cpuStart = CPU.getCurrentThreadCpuTime();
           switch (cell.consumer()) {
             case FLOOR -> floorLoop(pool, statements, consumed);
             case PRODUCTION -> productionLoop(pool, statements, consumed);
             case PGMQ_SHAPE -> PgmqShape.drainLoop(pool, statements, consumed);
             default -> repositoryLoop(repository, statements, consumed);
           }
+          clientCpuNanos.addAndGet(CPU.getCurrentThreadCpuTime() - cpuStart);
           return null;
         }));
       }
@@ -320,15 +354,25 @@ final class DrainScenario implements Scenario {
   }
 
   /**
+   * @param clientCpuMicrosPerMessage CPU time of the consuming threads per message (the loops; NaN for the
+   *     Subscriber, whose work spreads over threads it owns)
+   * @param serverCpuMicrosPerMessage CPU time of the cell's server backends per message (NaN if the server is not
+   *     on this machine)
    * @param ratioToFloor messages/s over the best floor cell's
    * @param left items still in the table after the cell (acked consumers leave none)
    */
   record Row(String consumer, int concurrency, long messages, double seconds, double messagesPerSecond,
-      double statementsPerMessage, double ratioToFloor, long left, boolean drained) {
+      double statementsPerMessage, double clientCpuMicrosPerMessage, double serverCpuMicrosPerMessage,
+      double ratioToFloor, long left, boolean drained) {
     Row withRatio(double ratio) {
-      return new Row(consumer, concurrency, messages, seconds, messagesPerSecond, statementsPerMessage, ratio, left,
-          drained);
+      return new Row(consumer, concurrency, messages, seconds, messagesPerSecond, statementsPerMessage,
+          clientCpuMicrosPerMessage, serverCpuMicrosPerMessage, ratio, left, drained);
     }
+  }
+
+  /** A CPU figure for a CSV cell: empty where not measured. */
+  static String csvMicros(double micros) {
+    return Double.isNaN(micros) ? "" : String.format(Locale.ROOT, "%.3f", micros);
   }
 
   record DrainResult(int preloaded, int batch, List<Row> rows) implements Result {
@@ -339,26 +383,30 @@ final class DrainScenario implements Scenario {
 
     @Override
     public void printTable(PrintStream out) {
-      String header = String.format(Locale.ROOT, "%-17s %5s %9s %8s %10s %9s %6s %6s",
-          "consumer", "conc", "messages", "seconds", "msg/s", "stmt/msg", "xfloor", "left");
+      String header = String.format(Locale.ROOT, "%-17s %5s %9s %8s %10s %9s %8s %8s %6s %6s",
+          "consumer", "conc", "messages", "seconds", "msg/s", "stmt/msg", "client", "server", "xfloor", "left");
       out.println(header);
       out.println("-".repeat(header.length()));
       for (Row r : rows) {
-        out.printf(Locale.ROOT, "%-17s %5d %9d %8.2f %10.0f %9.4f %6.2f %6d%s%n", r.consumer(), r.concurrency(),
-            r.messages(), r.seconds(), r.messagesPerSecond(), r.statementsPerMessage(), r.ratioToFloor(), r.left(),
+        out.printf(Locale.ROOT, "%-17s %5d %9d %8.2f %10.0f %9.4f %8.2f %8.2f %6.2f %6d%s%n", r.consumer(),
+            r.concurrency(), r.messages(), r.seconds(), r.messagesPerSecond(), r.statementsPerMessage(),
+            r.clientCpuMicrosPerMessage(), r.serverCpuMicrosPerMessage(), r.ratioToFloor(), r.left(),
             r.drained() ? "" : "  (timed out)");
       }
+      out.println("client / server: CPU microseconds per message of the consuming threads (jOOQ, pgjdbc, mapping;"
+          + " loops only) and of the cell's server backends.");
     }
 
     @Override
     public void writeCsv(Path file) throws IOException {
       List<String> lines = new ArrayList<>();
-      lines.add("consumer,concurrency,messages,seconds,messages_per_second,statements_per_message,ratio_to_floor,"
-          + "left,drained");
+      lines.add("consumer,concurrency,messages,seconds,messages_per_second,statements_per_message,"
+          + "client_cpu_us_per_message,server_cpu_us_per_message,ratio_to_floor,left,drained");
       for (Row r : rows) {
-        lines.add(String.format(Locale.ROOT, "%s,%d,%d,%.3f,%.1f,%.5f,%.4f,%d,%b", r.consumer(), r.concurrency(),
-            r.messages(), r.seconds(), r.messagesPerSecond(), r.statementsPerMessage(), r.ratioToFloor(), r.left(),
-            r.drained()));
+        lines.add(String.format(Locale.ROOT, "%s,%d,%d,%.3f,%.1f,%.5f,%s,%s,%.4f,%d,%b", r.consumer(),
+            r.concurrency(), r.messages(), r.seconds(), r.messagesPerSecond(), r.statementsPerMessage(),
+            csvMicros(r.clientCpuMicrosPerMessage()), csvMicros(r.serverCpuMicrosPerMessage()), r.ratioToFloor(),
+            r.left(), r.drained()));
       }
       Files.write(file, lines);
     }

@@ -1,22 +1,25 @@
 package dev.msgqueue.bench;
 
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.util.concurrent.atomic.AtomicLong;
 import javax.sql.DataSource;
 import org.jooq.DSLContext;
 
 /**
- * The drain scenario's reference cell: a queue table of the leading PostgreSQL queue's shape (pgmq: a bigint identity
+ * The drain and batching scenarios' reference cells: a queue table of the leading PostgreSQL queue's shape (pgmq: a bigint identity
  * key, a visibility timeout {@code vt} with its own index, a read count, the enqueue time and a {@code jsonb} message)
  * and its consumer's two statements: a read that makes up to a batch of visible rows invisible for the lease and
- * returns them, then one delete of the batch by id. Written from that shape, so every drain run reports msgqueue
+ * returns them, then one delete of the batch by id; and its batch send, one insert of a {@code jsonb[]} bind. Written from that shape, so every drain run reports msgqueue
  * beside it on the same server, payload and client.
  *
  * <p>Every statement here is plain SQL on purpose: the table is not part of msgqueue's schema, so there are no
  * generated jOOQ tables for it, and the point is to run exactly the other queue's statement shape.
  */
 final class PgmqShape {
-  static final String TABLE = "pgmq_shape_drain";
+  static final String TABLE = "pgmq_shape_queue";
 
   static final String CREATE_TABLE = "CREATE TABLE IF NOT EXISTS " + TABLE + " ("
       + "msg_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, "
@@ -33,6 +36,9 @@ final class PgmqShape {
       + " FOR UPDATE SKIP LOCKED) s WHERE q.msg_id = s.msg_id"
       + " RETURNING q.msg_id, q.read_ct, q.enqueued_at, q.vt, q.message";
   static final String DELETE_SQL = "DELETE FROM " + TABLE + " WHERE msg_id = ANY(?)";
+  /** The batch send: the messages as one {@code jsonb[]} bind, visible at once, their ids returned. */
+  static final String SEND_BATCH_SQL = "INSERT INTO " + TABLE + " (vt, message)"
+      + " SELECT clock_timestamp(), unnest(?::jsonb[]) RETURNING msg_id";
 
   private PgmqShape() { }
 
@@ -47,6 +53,26 @@ final class PgmqShape {
     control.execute("INSERT INTO " + TABLE + " (message) SELECT ?::jsonb FROM generate_series(1, ?)",
         BenchContext.PAYLOAD.data(), messages);
     control.execute("VACUUM ANALYZE " + TABLE);
+  }
+
+  /** Empties the table (fresh relation, identity restarted) before a batching cell. */
+  static void truncate(DSLContext control) {
+    control.execute("TRUNCATE " + TABLE + " RESTART IDENTITY");
+  }
+
+  /** Sends {@code batch} as one batch on {@code connection}: @return how many ids came back */
+  static int sendBatch(Connection connection, String[] batch) throws SQLException {
+    try (PreparedStatement send = connection.prepareStatement(SEND_BATCH_SQL)) {
+      send.setArray(1, connection.createArrayOf("jsonb", batch));
+      int ids = 0;
+      try (ResultSet rows = send.executeQuery()) {
+        while (rows.next()) {
+          rows.getLong(1);
+          ids++;
+        }
+      }
+      return ids;
+    }
   }
 
   static int rowsLeft(DSLContext control) {

@@ -165,6 +165,16 @@ final class Strategies {
     }));
   }
 
+  /**
+   * The leading peer's batch send ({@link PgmqShape#SEND_BATCH_SQL}) of {@code batchSize} copies of the payload into
+   * its table of pgmq's shape (no foreign key, one index besides the key): the ids come back, as from publishBatch.
+   */
+  static PublishStrategy pgmqSendBatch(Message message, int batchSize) {
+    String[] batch = Collections.nCopies(batchSize, message.payload().data()).toArray(new String[0]);
+    return strategy("pgmq-send-batch-" + batchSize,
+        ctx -> () -> ctx.connectionResult(connection -> PgmqShape.sendBatch(connection, batch)));
+  }
+
   /** A value in COPY's text format: backslash, tab, newline and carriage return escaped. */
   private static String copyText(String value) {
     return value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r");

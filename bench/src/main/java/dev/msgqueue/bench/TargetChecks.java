@@ -58,7 +58,7 @@ final class TargetChecks {
       BatchingScenario.Row thousand = batching.row(1000);
       BatchingScenario.Row copyThousand = batching.copyRow(1000);
       if (thousand != null && copyThousand != null) {
-        checks.add(atLeast("publishBatch(1000) / COPY of 1000", 0.8,
+        checks.add(atLeast("publishBatch(1000) / COPY of 1000", 0.95,
             thousand.messagesPerSecond() / copyThousand.messagesPerSecond(), "1 publisher, messages/s"));
       }
       BatchingScenario.Row hundred = batching.row(100);
@@ -112,6 +112,11 @@ final class TargetChecks {
       if (loop != null && production1 != null) {
         checks.add(atLeast("claim(100)+ack loop / production SQL, 1 thread", 0.8,
             loop.messagesPerSecond() / production1.messagesPerSecond(), "drain, one thread each"));
+      }
+      DrainScenario.Row pgmq1 = drain.row(DrainScenario.PGMQ_SHAPE, 1);
+      if (loop != null && pgmq1 != null) {
+        checks.add(atLeast("claim(100)+ack loop / pgmq-shaped loop, 1 thread", 0.9,
+            loop.messagesPerSecond() / pgmq1.messagesPerSecond(), "drain, one thread each"));
       }
     }
     if (sustained != null) {

@@ -74,6 +74,9 @@ class BenchSmokeTest {
     JsonNode copied = report.path("scenarios").path("batching").path("copyRows");
     assertThat(copied).hasSize(4);
     copied.forEach(row -> assertThat(row.path("messages").asLong()).isPositive());
+    JsonNode pgmqSent = report.path("scenarios").path("batching").path("pgmqRows");
+    assertThat(pgmqSent).hasSize(4);
+    pgmqSent.forEach(row -> assertThat(row.path("messages").asLong()).isPositive());
 
     JsonNode race = report.path("scenarios").path("reaper-race").path("rows");
     assertThat(race).hasSize(ReaperRaceScenario.RUNS.size());
@@ -161,7 +164,7 @@ class BenchSmokeTest {
     assertThat(report.path("notRun")).isEmpty();
 
     assertWellFormedCsv(results.resolve("publish-contention.csv"), expected.size());
-    assertWellFormedCsv(results.resolve("batching.csv"), 8); // publishBatch and COPY at each of 4 batch sizes
+    assertWellFormedCsv(results.resolve("batching.csv"), 12); // publishBatch, COPY and pgmq-shape at 4 sizes
     assertWellFormedCsv(results.resolve("reaper-race.csv"), ReaperRaceScenario.RUNS.size());
     assertWellFormedCsv(results.resolve(EndToEndScenario.ID + ".csv"), EndToEndScenario.RUNS.size());
 

@@ -29,6 +29,7 @@ import org.jooq.DataType;
 import org.jooq.DeleteConditionStep;
 import org.jooq.Field;
 import org.jooq.JSONB;
+import org.jooq.Param;
 import org.jooq.Record1;
 import org.jooq.Record2;
 import org.jooq.Record3;
@@ -64,6 +65,8 @@ public final class ClaimStatements {
   private static final Field<Long> RECEIPT_ID = field(name(RECEIPT, "id"), SQLDataType.BIGINT);
   private static final Field<LocalDateTime> RECEIPT_DEADLINE =
       field(name(RECEIPT, "deadline"), SQLDataType.LOCALDATETIME(3));
+  /** The claim's third column, the receipt deadline in milliseconds, as the rendered claim's result reads it. */
+  private static final Field<Long> CLAIM_DEADLINE_MILLIS = field(name("deadline"), SQLDataType.BIGINT);
   private static final DataType<Long[]> BIGINT_ARRAY = SQLDataType.BIGINT.getArrayDataType();
   private static final String ZIPPED = "zipped";
   private static final Field<Long> ZIPPED_ID = field(name(ZIPPED, "id"), SQLDataType.BIGINT);
@@ -109,11 +112,12 @@ public final class ClaimStatements {
   public static <T> List<T> claim(DSLContext ctx, String queue, int max, Duration lease, ClaimedRow<T> row) {
     List<T> claimed = new ArrayList<>(Math.min(max, 1_000));
     if (lease == null) {
-      for (Record3<Long, JSONB, Long> r : claimPending(ctx, queue, max).fetch()) {
+      for (Record3<Long, JSONB, Long> r : renderedClaimPending(ctx, queue, max).fetch()) {
         claimed.add(row.claimed(new Receipt(r.value1(), fromEpochMillis(r.value3()), false), r.value2()));
       }
     } else {
-      for (Record4<Long, JSONB, Long, MessageQueueItemStatus> r : claimLeased(ctx, queue, max, lease).fetch()) {
+      for (Record4<Long, JSONB, Long, MessageQueueItemStatus> r
+          : renderedClaimLeased(ctx, queue, max, lease).fetch()) {
         claimed.add(row.claimed(new Receipt(r.value1(), fromEpochMillis(r.value3()),
             r.value4() == MessageQueueItemStatus.ASSIGNED), r.value2()));
       }
@@ -124,6 +128,24 @@ public final class ClaimStatements {
   /** The statement {@link #claim} runs. */
   public static ResultQuery<?> claimQuery(DSLContext ctx, String queue, int max, Duration lease) {
     return lease == null ? claimPending(ctx, queue, max) : claimLeased(ctx, queue, max, lease);
+  }
+
+  /** What the claim's text depends on besides its bind values (the queue, the lease). */
+  private record ClaimShape(int max, boolean leased) { }
+
+  // The claim as run: rendered once per shape (RenderedStatements), bound to the queue and, with a lease, the lease.
+  private static ResultQuery<Record3<Long, JSONB, Long>> renderedClaimPending(
+      DSLContext ctx, String queue, int max) {
+    return RenderedStatements.resultQuery(ctx, new ClaimShape(max, false), () -> claimPending(ctx, queue, max),
+            queue)
+        .coerce(I.ID, I.PAYLOAD, CLAIM_DEADLINE_MILLIS);
+  }
+
+  private static ResultQuery<Record4<Long, JSONB, Long, MessageQueueItemStatus>> renderedClaimLeased(
+      DSLContext ctx, String queue, int max, Duration lease) {
+    return RenderedStatements.resultQuery(ctx, new ClaimShape(max, true), () -> claimLeased(ctx, queue, max, lease),
+            queue, DayToSecond.valueOf(lease))
+        .coerce(I.ID, I.PAYLOAD, CLAIM_DEADLINE_MILLIS, PREVIOUS_STATUS);
   }
 
   private static ResultQuery<Record3<Long, JSONB, Long>> claimPending(DSLContext ctx, String queue, int max) {
@@ -179,17 +201,22 @@ public final class ClaimStatements {
    * @return the ids deleted
    */
   public static List<Long> ack(DSLContext ctx, Collection<Receipt> receipts) {
-    return deleteHeld(ctx, receipts).returningResult(I.ID).fetch(Record1::value1);
+    // Rendered once (RenderedStatements), bound to the two receipt arrays.
+    Param<Long[]>[] arrays = receiptArrays(receipts);
+    return RenderedStatements.resultQuery(ctx, "ack", () -> deleteHeld(ctx, arrays).returningResult(I.ID), arrays)
+        .coerce(I.ID)
+        .fetch(Record1::value1);
   }
 
   /** {@link #ack} without returning the ids: @return how many were deleted */
   public static int ackCount(DSLContext ctx, Collection<Receipt> receipts) {
-    return deleteHeld(ctx, receipts).execute();
+    Param<Long[]>[] arrays = receiptArrays(receipts);
+    return RenderedStatements.query(ctx, "ackCount", () -> deleteHeld(ctx, arrays), arrays).execute();
   }
 
-  private static DeleteConditionStep<MessageQueueItemRecord> deleteHeld(DSLContext ctx, Collection<Receipt> receipts) {
+  private static DeleteConditionStep<MessageQueueItemRecord> deleteHeld(DSLContext ctx, Param<Long[]>[] arrays) {
     return ctx.deleteFrom(I)
-        .using(receipts(receipts))
+        .using(receipts(arrays))
         .where(heldUnderReceipt());
   }
 
@@ -259,6 +286,12 @@ public final class ClaimStatements {
    * {@code unnest} takes one array, and PostgreSQL's multi-array form is what zips the two into rows.
    */
   static Table<?> receipts(Collection<Receipt> receipts) {
+    return receipts(receiptArrays(receipts));
+  }
+
+  /** The two bind values of {@link #receipts}: the ids and the deadlines in milliseconds. */
+  @SuppressWarnings("unchecked")
+  private static Param<Long[]>[] receiptArrays(Collection<Receipt> receipts) {
     Long[] ids = new Long[receipts.size()];
     Long[] deadlines = new Long[receipts.size()];
     int i = 0;
@@ -267,7 +300,11 @@ public final class ClaimStatements {
       deadlines[i] = epochMillis(receipt.deadline());
       i++;
     }
-    Table<?> zipped = table("unnest({0}, {1})", val(ids, BIGINT_ARRAY), val(deadlines, BIGINT_ARRAY))
+    return new Param[] {val(ids, BIGINT_ARRAY), val(deadlines, BIGINT_ARRAY)};
+  }
+
+  private static Table<?> receipts(Param<Long[]>[] arrays) {
+    Table<?> zipped = table("unnest({0}, {1})", arrays[0], arrays[1])
         .as(ZIPPED, ZIPPED_ID.getName(), ZIPPED_MILLIS.getName());
     return select(ZIPPED_ID.as(RECEIPT_ID.getName()), fromEpochMillis(ZIPPED_MILLIS).as(RECEIPT_DEADLINE.getName()))
         .from(zipped)
