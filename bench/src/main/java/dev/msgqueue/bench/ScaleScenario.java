@@ -80,7 +80,7 @@ import org.jooq.impl.SQLDataType;
  *       to random queues.
  * </ul>
  */
-final class ScaleScenario implements Scenario {
+record ScaleScenario(ScaleSettings settings) implements Scenario {
   static final String ID = "scale";
   static final String CHART_PNG = "scale.png";
   static final int BACKLOG_QUEUES = 1_000;
@@ -96,12 +96,6 @@ final class ScaleScenario implements Scenario {
   private static final int INSERT_CHUNK = 1_000_000;
   private static final Duration DELIVERY_TIMEOUT = Duration.ofSeconds(15);
   private static final int SUBSCRIBER_POOL = 20;
-
-  private final ScaleSettings settings;
-
-  ScaleScenario(ScaleSettings settings) {
-    this.settings = settings;
-  }
 
   @Override
   public String id() {
@@ -777,7 +771,7 @@ final class ScaleScenario implements Scenario {
           "tracked", "keep-alive", "threads", "msg/s", "queues hit", "keep-alive/pub", "writes (srv)", "intervals",
           "max writes/q", "min gap ms");
       for (QueuesRow r : queues) {
-        out.printf(Locale.ROOT, "%,9d %13s %,9d %9.0f s %7d %9.0f %,11d %15.3f %13d %10.1f %13d %11.0f%n", r.queues(),
+        out.printf(Locale.ROOT, "%,9d %13s %,9d %9.1f s %7d %9.0f %,11d %15.3f %13d %10.1f %13d %11.0f%n", r.queues(),
             r.variant(), r.maxTrackedQueues(), r.keepAliveIntervalMillis() / 1000.0, r.threads(),
             r.messagesPerSecond(), r.queuesPublished(), r.keepAliveStatementsPerPublish(), r.serverQueueRowUpdates(),
             r.intervals(), r.maxWritesOfOneQueue(), r.minGapBetweenWritesMillis());
