@@ -978,7 +978,7 @@ set
 
 -- RetryStatements.deadLetters
 --   Up to {@code limit} unexpired dead letters in {@code deadLetterQueue} with ids above {@code afterId}, lowest id
---   first: id, payload, original queue, failed deliveries, error class, error message, dead-lettered at, expires at.
+--   first.
 select
   "MessageQueueItem"."id",
   "MessageQueueItem"."payload",
