@@ -1,21 +1,27 @@
-package dev.msgqueue;
+package dev.msgqueue.publish;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.msgqueue.ClaimedMessage;
+import dev.msgqueue.MsgQueueConfig;
+import dev.msgqueue.MsgQueueRepository;
+import dev.msgqueue.QueueNotFoundException;
+import dev.msgqueue.QueueSpec;
+import dev.msgqueue.TransactionalQueue;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.QueueRows;
-import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
 import dev.msgqueue.it.Session;
 import dev.msgqueue.it.TestDatabase;
+import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
 import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Set;
-import java.util.stream.Collectors;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.stream.Collectors;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
