@@ -1,4 +1,4 @@
-package dev.msgqueue;
+package dev.msgqueue.reliability;
 
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
@@ -11,6 +11,11 @@ import static org.jooq.impl.DSL.table;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.NumericNode;
+import dev.msgqueue.MsgQueueConfig;
+import dev.msgqueue.MsgQueueRepository;
+import dev.msgqueue.PublishOptions;
+import dev.msgqueue.QueueSpec;
+import dev.msgqueue.TransactionalQueue;
 import dev.msgqueue.internal.publish.Payloads;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.QueueRows;
