@@ -31,6 +31,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
+// Kept in dev.msgqueue: reads ClaimedMessage's receipt deadline and redelivery flag and the repository's context.
 /** {@link MsgQueueRepository#claim}, {@code ack} and {@code release} against PostgreSQL, in both modes. */
 @ExtendWith(MsgQueueDatabaseExtension.class)
 class ClaimIT {

@@ -15,6 +15,7 @@ import java.util.stream.IntStream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
+// Kept in dev.msgqueue: reads the repository's package-private context.
 /** The expired-message cleanup: bounded batches, unexpired messages kept, rows consumers hold skipped unwaited. */
 @ExtendWith(MsgQueueDatabaseExtension.class)
 class ExpiredMessageCleanupIT {

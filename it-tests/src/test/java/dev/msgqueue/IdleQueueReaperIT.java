@@ -16,6 +16,7 @@ import java.util.stream.IntStream;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
+// Kept in dev.msgqueue: reads the repository's package-private context.
 /**
  * The reaper never waits on the message rows consumers hold, and one queue it cannot reap does not hold back the
  * others. Its lock timeout is 500 ms, so a lock wait fails the test rather than passing slowly.

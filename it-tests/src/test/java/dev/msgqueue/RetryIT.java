@@ -36,6 +36,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
+// Kept in dev.msgqueue: reads ClaimedMessage's receipt members and constructor and the repository's context.
 /** Lease extension, retries with backoff and the dead-letter queue, against PostgreSQL. */
 @ExtendWith(MsgQueueDatabaseExtension.class)
 class RetryIT {

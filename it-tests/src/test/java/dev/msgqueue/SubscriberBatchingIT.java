@@ -28,6 +28,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
+// Kept in dev.msgqueue: reads Subscriber's package-private ack, claim-round and lease-renewal counters.
 /**
  * The {@link Subscriber}'s batched claims and acks, prefetch buffer, lease renewal and keep-alive, against
  * PostgreSQL.

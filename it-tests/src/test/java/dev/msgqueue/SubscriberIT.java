@@ -28,6 +28,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
+// Kept in dev.msgqueue: reads Subscriber's package-private counters and WakeupListener's connection counters.
 /** {@link Subscriber} and {@link WakeupListener} against PostgreSQL. */
 @ExtendWith(MsgQueueDatabaseExtension.class)
 class SubscriberIT {
