@@ -13,25 +13,32 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
- * The setup the ITs share: the class's own migrated {@link TestDatabase}, a {@link MsgQueueRepository} over it with
- * the default config, and its {@link QueueRows}. A pooled fixture gives the repository a connection pool of its own;
+ * The setup the ITs share: the class's own migrated {@link TestDatabase}, a {@link MsgQueueRepository} over it (with
+ * the default config unless the test names one), and its {@link QueueRows}. A pooled fixture gives the repository a connection pool of its own;
  * after each test, what the test handed to {@link #closeLater} is closed in reverse order, then the pool.
  */
 @ExtendWith(MsgQueueDatabaseExtension.class)
 public abstract class RepositoryFixture {
   protected final TestDatabase db;
   protected final QueueRows rows;
+  protected final MsgQueueConfig config;
   protected final MsgQueueRepository repository;
   /** The repository's pool, or null when it runs on the database's plain data source. */
   protected final HikariDataSource pool;
   private final List<AutoCloseable> toClose = new ArrayList<>();
 
-  /** A repository on the database's plain data source: a new connection per use. */
+  /** A repository on the database's plain data source (a new connection per use), with the default config. */
   protected RepositoryFixture(TestDatabase db) {
+    this(db, MsgQueueConfig.defaults());
+  }
+
+  /** A repository on the database's plain data source, with {@code config}. */
+  protected RepositoryFixture(TestDatabase db, MsgQueueConfig config) {
     this.db = db;
     this.rows = new QueueRows(db.dsl());
     this.pool = null;
-    this.repository = MsgQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
+    this.config = config;
+    this.repository = MsgQueueRepository.create(db.dataSource(), config);
   }
 
   /** A repository on a pool of at most {@code poolSize} connections, closed after each test. */
@@ -39,7 +46,8 @@ public abstract class RepositoryFixture {
     this.db = db;
     this.rows = new QueueRows(db.dsl());
     this.pool = db.pool(poolSize);
-    this.repository = MsgQueueRepository.create(pool, MsgQueueConfig.defaults());
+    this.config = MsgQueueConfig.defaults();
+    this.repository = MsgQueueRepository.create(pool, config);
   }
 
   /** Closes {@code closeable} after the test, before the pool. */
