@@ -1,12 +1,13 @@
 package dev.msgqueue.it;
 
-import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
+import static org.assertj.core.api.Assertions.assertThat;
 
 import com.zaxxer.hikari.HikariDataSource;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.MsgQueueRepository;
 import dev.msgqueue.QueueSpec;
 import dev.msgqueue.jooq.tables.records.MessageQueueItemRecord;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import org.junit.jupiter.api.AfterEach;
@@ -71,6 +72,12 @@ public abstract class RepositoryFixture {
     QueueSpec spec = QueueSpec.durable(name);
     repository.bindQueue(spec);
     return spec;
+  }
+
+  /** Makes the queue idle for two hours and reaps: the reaper must have deleted it. */
+  protected final void reap(String queue) {
+    rows.makeIdle(queue, Duration.ofHours(2));
+    assertThat(repository.reapIdleQueues()).contains(queue);
   }
 
   protected final MessageQueueItemRecord row(long id) {

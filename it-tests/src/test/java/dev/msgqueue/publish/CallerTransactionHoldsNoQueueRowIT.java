@@ -28,8 +28,7 @@ class CallerTransactionHoldsNoQueueRowIT extends RepositoryFixture {
 
   private void bindAndReap(QueueSpec spec) {
     repository.bindQueue(spec);
-    rows.makeIdle(spec.name(), Duration.ofHours(2));
-    assertThat(repository.reapIdleQueues()).contains(spec.name());
+    reap(spec.name());
   }
 
   @Test

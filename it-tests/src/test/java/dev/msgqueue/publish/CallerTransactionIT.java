@@ -31,11 +31,6 @@ class CallerTransactionIT extends RepositoryFixture {
     super(db);
   }
 
-  private void reap(String queue) {
-    rows.makeIdle(queue, Duration.ofHours(2));
-    assertThat(repository.reapIdleQueues()).contains(queue);
-  }
-
   @Test
   void commitsWithTheCallersJooqTransaction() {
     QueueSpec spec = QueueSpec.autoDeleted("tx-commit");

@@ -31,8 +31,7 @@ class HealIT extends RepositoryFixture {
 
   private void bindAndReap(QueueSpec spec) {
     repository.bindQueue(spec);
-    rows.makeIdle(spec.name(), Duration.ofHours(2));
-    assertThat(repository.reapIdleQueues()).contains(spec.name());
+    reap(spec.name());
     assertThat(rows.exists(spec.name())).isFalse();
   }
 
