@@ -15,8 +15,9 @@ import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
  * The setup the ITs share: the class's own migrated {@link TestDatabase}, a {@link MsgQueueRepository} over it (with
- * the default config unless the test names one), and its {@link QueueRows}. A pooled fixture gives the repository a connection pool of its own;
- * after each test, what the test handed to {@link #closeLater} is closed in reverse order, then the pool.
+ * the default config unless the test names one), and its {@link QueueRows}. A pooled fixture gives the repository a
+ * connection pool of its own; after each test, what the test handed to {@link #closeLater} is closed in reverse order,
+ * then the pool.
  */
 @ExtendWith(MsgQueueDatabaseExtension.class)
 public abstract class RepositoryFixture {
