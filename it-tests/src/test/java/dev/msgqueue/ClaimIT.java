@@ -5,11 +5,10 @@ import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import com.zaxxer.hikari.HikariDataSource;
 import dev.msgqueue.internal.consume.Consumption;
 import dev.msgqueue.internal.sql.ClaimStatements;
 import dev.msgqueue.internal.sql.ServerTime;
-import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.it.RepositoryFixture;
 import dev.msgqueue.it.TestDatabase;
 import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
 import dev.msgqueue.jooq.tables.records.MessageQueueItemRecord;
@@ -27,38 +26,15 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.IntStream;
 import org.jooq.impl.DSL;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.extension.ExtendWith;
 
+// Kept in dev.msgqueue: reads ClaimedMessage's receipt deadline and redelivery flag and the repository's context.
 /** {@link MsgQueueRepository#claim}, {@code ack} and {@code release} against PostgreSQL, in both modes. */
-@ExtendWith(MsgQueueDatabaseExtension.class)
-class ClaimIT {
+class ClaimIT extends RepositoryFixture {
   private static final Duration LONG_LEASE = Duration.ofHours(1);
 
-  private final TestDatabase db;
-  private final HikariDataSource pool;
-  private final MsgQueueRepository repository;
-
   ClaimIT(TestDatabase db) {
-    this.db = db;
-    this.pool = db.pool(4);
-    this.repository = MsgQueueRepository.create(pool, MsgQueueConfig.defaults());
-  }
-
-  @AfterEach
-  void closePool() {
-    pool.close();
-  }
-
-  private QueueSpec bound(String name) {
-    QueueSpec spec = QueueSpec.durable(name);
-    repository.bindQueue(spec);
-    return spec;
-  }
-
-  private MessageQueueItemRecord row(long id) {
-    return db.dsl().selectFrom(MESSAGE_QUEUE_ITEM).where(MESSAGE_QUEUE_ITEM.ID.eq(id)).fetchOne();
+    super(db, 4);
   }
 
   @Test

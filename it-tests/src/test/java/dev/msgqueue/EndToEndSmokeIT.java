@@ -4,23 +4,17 @@ import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.it.RepositoryFixture;
 import dev.msgqueue.it.TestDatabase;
 import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
 import dev.msgqueue.jooq.tables.records.MessageQueueItemRecord;
 import java.util.List;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.extension.ExtendWith;
 
 /** The chain migrations -> typed tables -> core -> PostgreSQL, end to end. */
-@ExtendWith(MsgQueueDatabaseExtension.class)
-class EndToEndSmokeIT {
-  private final TestDatabase db;
-  private final MsgQueueRepository repository;
-
+class EndToEndSmokeIT extends RepositoryFixture {
   EndToEndSmokeIT(TestDatabase db) {
-    this.db = db;
-    this.repository = MsgQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
+    super(db);
   }
 
   @Test

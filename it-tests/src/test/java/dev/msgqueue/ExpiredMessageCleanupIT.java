@@ -5,29 +5,20 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.msgqueue.internal.maintenance.ExpiredMessageCleanup;
 import dev.msgqueue.internal.sql.MaintenanceStatements;
-import dev.msgqueue.it.MsgQueueDatabaseExtension;
-import dev.msgqueue.it.QueueRows;
+import dev.msgqueue.it.RepositoryFixture;
 import dev.msgqueue.it.Session;
 import dev.msgqueue.it.TestDatabase;
 import java.time.Duration;
 import java.util.List;
 import java.util.stream.IntStream;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.extension.ExtendWith;
 
+// Kept in dev.msgqueue: reads the repository's package-private context.
 /** The expired-message cleanup: bounded batches, unexpired messages kept, rows consumers hold skipped unwaited. */
-@ExtendWith(MsgQueueDatabaseExtension.class)
-class ExpiredMessageCleanupIT {
-  private final TestDatabase db;
-  private final QueueRows rows;
-  private final MsgQueueConfig config = MsgQueueConfig.builder()
-      .cleanupBatchSize(10).lockTimeout(Duration.ofMillis(500)).build();
-  private final MsgQueueRepository repository;
-
+class ExpiredMessageCleanupIT extends RepositoryFixture {
   ExpiredMessageCleanupIT(TestDatabase db) {
-    this.db = db;
-    this.rows = new QueueRows(db.dsl());
-    this.repository = MsgQueueRepository.create(db.dataSource(), config);
+    super(db, MsgQueueConfig.builder()
+        .cleanupBatchSize(10).lockTimeout(Duration.ofMillis(500)).build());
   }
 
   @Test

@@ -25,6 +25,7 @@ import org.jooq.impl.DSL;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
+// Kept in dev.msgqueue: reads Housekeeper's package-private lock hook and termination state.
 /** The housekeeper: one replica works per tick, failures do not stop the schedule, close() stops its thread. */
 @ExtendWith(MsgQueueDatabaseExtension.class)
 class HousekeeperIT {

@@ -3,8 +3,7 @@ package dev.msgqueue;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.msgqueue.internal.maintenance.IdleQueueReaper;
-import dev.msgqueue.it.MsgQueueDatabaseExtension;
-import dev.msgqueue.it.QueueRows;
+import dev.msgqueue.it.RepositoryFixture;
 import dev.msgqueue.it.Session;
 import dev.msgqueue.it.TestDatabase;
 import java.sql.Connection;
@@ -14,25 +13,18 @@ import java.time.Duration;
 import java.util.List;
 import java.util.stream.IntStream;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.extension.ExtendWith;
 
+// Kept in dev.msgqueue: reads the repository's package-private context.
 /**
  * The reaper never waits on the message rows consumers hold, and one queue it cannot reap does not hold back the
  * others. Its lock timeout is 500 ms, so a lock wait fails the test rather than passing slowly.
  */
-@ExtendWith(MsgQueueDatabaseExtension.class)
-class IdleQueueReaperIT {
+class IdleQueueReaperIT extends RepositoryFixture {
   private static final Duration IDLE = Duration.ofHours(2);
-  private final TestDatabase db;
-  private final QueueRows rows;
-  private final MsgQueueConfig config = MsgQueueConfig.builder()
-      .lockTimeout(Duration.ofMillis(500)).reapBatchSize(10).build();
-  private final MsgQueueRepository repository;
 
   IdleQueueReaperIT(TestDatabase db) {
-    this.db = db;
-    this.rows = new QueueRows(db.dsl());
-    this.repository = MsgQueueRepository.create(db.dataSource(), config);
+    super(db, MsgQueueConfig.builder()
+        .lockTimeout(Duration.ofMillis(500)).reapBatchSize(10).build());
   }
 
   private IdleQueueReaper reaper() {

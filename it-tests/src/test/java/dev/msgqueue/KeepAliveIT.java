@@ -25,6 +25,7 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
+// Kept in dev.msgqueue: reads the repository's package-private context (its keep-alive tracker).
 /**
  * Semantics 2 and 3: publishes keep an auto-deleted queue alive with at most one queue-row write per keep-alive
  * interval, across threads and repository instances; a queue that is only published to is never reaped.

@@ -31,6 +31,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.postgresql.ds.PGSimpleDataSource;
 
+// Kept in dev.msgqueue: reads Subscriber's package-private wake-up counter.
 /**
  * The library under least privilege: a migration role applies the changelog and runs the shipped grants snippet
  * ({@value #GRANTS}); an application role holding only those grants (no CREATE on the schema, no TEMPORARY on the

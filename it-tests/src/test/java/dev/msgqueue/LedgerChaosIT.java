@@ -49,6 +49,7 @@ import org.jooq.impl.DSL;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
+// Kept in dev.msgqueue: reads WakeupListener's package-private connection counter.
 /**
  * The chaos run (docs/reliability.md): a ledger stress run under connection faults.
  *

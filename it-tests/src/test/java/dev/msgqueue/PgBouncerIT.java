@@ -37,6 +37,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 import org.junit.jupiter.api.extension.ExtendWith;
 
+// Kept in dev.msgqueue: reads Subscriber's package-private wake-up counter.
 /**
  * The whole API through PgBouncer in transaction pooling mode (a test-owned PgBouncer in front of the test server),
  * in the supported setup: the repository and subscribers on a pool of PgBouncer connections with

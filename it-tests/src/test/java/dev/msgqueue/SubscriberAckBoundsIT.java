@@ -34,6 +34,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
+// Kept in dev.msgqueue: reads Subscriber's package-private ack counter and closing state.
 /**
  * The {@link Subscriber}'s ack statements against PostgreSQL: none carries more than {@code batchSize} receipts, and
  * one that fails (cancelled at the statement timeout while another transaction holds its rows, or its connection

@@ -3,8 +3,7 @@ package dev.msgqueue;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static org.assertj.core.api.Assertions.assertThat;
 
-import com.zaxxer.hikari.HikariDataSource;
-import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.it.RepositoryFixture;
 import dev.msgqueue.it.TestDatabase;
 import java.io.PrintWriter;
 import java.lang.reflect.Proxy;
@@ -12,7 +11,6 @@ import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -24,42 +22,23 @@ import java.util.function.BooleanSupplier;
 import java.util.logging.Logger;
 import java.util.stream.IntStream;
 import javax.sql.DataSource;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.extension.ExtendWith;
 
+// Kept in dev.msgqueue: reads Subscriber's package-private ack, claim-round and lease-renewal counters.
 /**
  * The {@link Subscriber}'s batched claims and acks, prefetch buffer, lease renewal and keep-alive, against
  * PostgreSQL.
  */
-@ExtendWith(MsgQueueDatabaseExtension.class)
-class SubscriberBatchingIT {
+class SubscriberBatchingIT extends RepositoryFixture {
   private static final long AWAIT_SECONDS = 30;
   private static final Duration POLL = Duration.ofMillis(50);
 
-  private final TestDatabase db;
-  private final HikariDataSource pool;
-  private final MsgQueueRepository repository;
-  private final List<AutoCloseable> toClose = new ArrayList<>();
-
   SubscriberBatchingIT(TestDatabase db) {
-    this.db = db;
-    this.pool = db.pool(8);
-    this.repository = MsgQueueRepository.create(pool, MsgQueueConfig.defaults());
-  }
-
-  @AfterEach
-  void closeAll() throws Exception {
-    for (int i = toClose.size() - 1; i >= 0; i--) {
-      toClose.get(i).close();
-    }
-    pool.close();
+    super(db, 8);
   }
 
   private Subscriber started(Subscriber.Builder builder) {
-    Subscriber subscriber = builder.start();
-    toClose.add(subscriber);
-    return subscriber;
+    return closeLater(builder.start());
   }
 
   private static void await(String what, BooleanSupplier condition) throws InterruptedException {

@@ -4,8 +4,7 @@ import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static org.assertj.core.api.Assertions.assertThat;
 
-import com.zaxxer.hikari.HikariDataSource;
-import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.it.RepositoryFixture;
 import dev.msgqueue.it.TestDatabase;
 import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
 import dev.msgqueue.jooq.tables.records.MessageQueueItemRecord;
@@ -24,39 +23,17 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BooleanSupplier;
 import java.util.stream.IntStream;
 import org.jooq.impl.DSL;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.extension.ExtendWith;
 
+// Kept in dev.msgqueue: reads Subscriber's package-private counters and WakeupListener's connection counters.
 /** {@link Subscriber} and {@link WakeupListener} against PostgreSQL. */
-@ExtendWith(MsgQueueDatabaseExtension.class)
-class SubscriberIT {
+class SubscriberIT extends RepositoryFixture {
   /** Long enough that a test waiting on it would time out: delivery within a test proves a wake-up caused it. */
   private static final Duration NO_POLLING = Duration.ofHours(1);
   private static final long AWAIT_SECONDS = 30;
 
-  private final TestDatabase db;
-  private final HikariDataSource pool;
-  private final MsgQueueRepository repository;
-  private final List<AutoCloseable> toClose = new ArrayList<>();
-
   SubscriberIT(TestDatabase db) {
-    this.db = db;
-    this.pool = db.pool(8);
-    this.repository = MsgQueueRepository.create(pool, MsgQueueConfig.defaults());
-  }
-
-  @AfterEach
-  void closeAll() throws Exception {
-    for (int i = toClose.size() - 1; i >= 0; i--) {
-      toClose.get(i).close();
-    }
-    pool.close();
-  }
-
-  private <T extends AutoCloseable> T closeLater(T closeable) {
-    toClose.add(closeable);
-    return closeable;
+    super(db, 8);
   }
 
   private WakeupListener listening() throws InterruptedException {
@@ -77,10 +54,6 @@ class SubscriberIT {
     Long id = delivered.poll(AWAIT_SECONDS, TimeUnit.SECONDS);
     assertThat(id).as("a delivery within %d s", AWAIT_SECONDS).isNotNull();
     return id;
-  }
-
-  private MessageQueueItemRecord row(long id) {
-    return db.dsl().selectFrom(MESSAGE_QUEUE_ITEM).where(MESSAGE_QUEUE_ITEM.ID.eq(id)).fetchOne();
   }
 
   @Test

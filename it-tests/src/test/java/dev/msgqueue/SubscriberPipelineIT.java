@@ -31,6 +31,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
+// Kept in dev.msgqueue: reads Subscriber's package-private counters, wake() and thread prefix.
 /**
  * The {@link Subscriber}'s pipeline against PostgreSQL: the room a claim may take, close() while a claim is in the
  * database, the threads an idle subscriber costs, and a bounded stress run with restarts. A jOOQ listener on the

@@ -1,10 +1,15 @@
-package dev.msgqueue;
+package dev.msgqueue.maintenance;
 
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM_FAILURE;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.msgqueue.Housekeeper;
+import dev.msgqueue.HousekeepingRun;
 import dev.msgqueue.HousekeepingRun.Outcome;
+import dev.msgqueue.MsgQueueConfig;
+import dev.msgqueue.MsgQueueRepository;
+import dev.msgqueue.QueueSpec;
 import dev.msgqueue.internal.sql.MaintenanceStatements;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.QueueRows;

@@ -1,8 +1,18 @@
-package dev.msgqueue;
+package dev.msgqueue.maintenance;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.msgqueue.ClaimedMessage;
+import dev.msgqueue.FailureOutcome;
+import dev.msgqueue.Housekeeper;
+import dev.msgqueue.HousekeepingRun;
+import dev.msgqueue.MicrometerMetrics;
+import dev.msgqueue.MsgQueueConfig;
+import dev.msgqueue.MsgQueueRepository;
+import dev.msgqueue.QueueSpec;
+import dev.msgqueue.RetryPolicy;
+import dev.msgqueue.Subscriber;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.QueueRows;
 import dev.msgqueue.it.TestDatabase;

@@ -1,10 +1,16 @@
-package dev.msgqueue;
+package dev.msgqueue.maintenance;
 
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.jooq.impl.DSL.val;
 
+import dev.msgqueue.ClaimedMessage;
+import dev.msgqueue.MsgQueueConfig;
+import dev.msgqueue.MsgQueueRepository;
+import dev.msgqueue.PublishOptions;
+import dev.msgqueue.QueueSpec;
+import dev.msgqueue.QueueStatistics;
 import dev.msgqueue.internal.sql.ServerTime;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.TestDatabase;

@@ -1,9 +1,15 @@
-package dev.msgqueue;
+package dev.msgqueue.maintenance;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.msgqueue.Housekeeper;
+import dev.msgqueue.HousekeepingRun;
 import dev.msgqueue.HousekeepingRun.Outcome;
+import dev.msgqueue.MicrometerMetrics;
+import dev.msgqueue.MsgQueueConfig;
+import dev.msgqueue.MsgQueueRepository;
+import dev.msgqueue.QueueSpec;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.QueueRows;
 import dev.msgqueue.it.TestDatabase;

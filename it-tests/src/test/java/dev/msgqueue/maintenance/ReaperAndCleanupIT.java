@@ -1,11 +1,14 @@
-package dev.msgqueue;
+package dev.msgqueue.maintenance;
 
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.msgqueue.Housekeeper;
+import dev.msgqueue.HousekeepingRun;
+import dev.msgqueue.MsgQueueConfig;
+import dev.msgqueue.QueueSpec;
 import dev.msgqueue.internal.sql.MaintenanceStatements;
-import dev.msgqueue.it.MsgQueueDatabaseExtension;
-import dev.msgqueue.it.QueueRows;
+import dev.msgqueue.it.RepositoryFixture;
 import dev.msgqueue.it.Session;
 import dev.msgqueue.it.TestDatabase;
 import java.time.Duration;
@@ -13,20 +16,11 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.stream.IntStream;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.extension.ExtendWith;
 
 /** The reaper and the expired-message cleanup, through the repository, work in bounded batches. */
-@ExtendWith(MsgQueueDatabaseExtension.class)
-class ReaperAndCleanupIT {
-  private final TestDatabase db;
-  private final QueueRows rows;
-  private final MsgQueueRepository repository;
-
+class ReaperAndCleanupIT extends RepositoryFixture {
   ReaperAndCleanupIT(TestDatabase db) {
-    this.db = db;
-    this.rows = new QueueRows(db.dsl());
-    this.repository = MsgQueueRepository.create(db.dataSource(), MsgQueueConfig.builder()
-        .reapBatchSize(10).cleanupBatchSize(10).build());
+    super(db, MsgQueueConfig.builder().reapBatchSize(10).cleanupBatchSize(10).build());
   }
 
   @Test

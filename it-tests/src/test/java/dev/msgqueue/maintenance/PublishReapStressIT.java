@@ -1,7 +1,11 @@
-package dev.msgqueue;
+package dev.msgqueue.maintenance;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.msgqueue.MsgQueueConfig;
+import dev.msgqueue.MsgQueueRepository;
+import dev.msgqueue.PublishOptions;
+import dev.msgqueue.QueueSpec;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.QueueRows;
 import dev.msgqueue.it.TestDatabase;

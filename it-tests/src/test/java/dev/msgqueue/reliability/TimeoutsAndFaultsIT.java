@@ -1,4 +1,4 @@
-package dev.msgqueue;
+package dev.msgqueue.reliability;
 
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
@@ -9,6 +9,11 @@ import static org.jooq.impl.DSL.function;
 import static org.jooq.impl.DSL.name;
 import static org.jooq.impl.DSL.table;
 
+import dev.msgqueue.MsgQueueConfig;
+import dev.msgqueue.MsgQueueConnectionException;
+import dev.msgqueue.MsgQueueRepository;
+import dev.msgqueue.MsgQueueTimeoutException;
+import dev.msgqueue.QueueSpec;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.QueueRows;
 import dev.msgqueue.it.Session;

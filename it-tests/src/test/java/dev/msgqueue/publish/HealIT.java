@@ -1,11 +1,14 @@
-package dev.msgqueue;
+package dev.msgqueue.publish;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assertions.within;
 
-import dev.msgqueue.it.MsgQueueDatabaseExtension;
-import dev.msgqueue.it.QueueRows;
+import dev.msgqueue.MsgQueueConfig;
+import dev.msgqueue.MsgQueueRepository;
+import dev.msgqueue.QueueNotFoundException;
+import dev.msgqueue.QueueSpec;
+import dev.msgqueue.it.RepositoryFixture;
 import dev.msgqueue.it.TestDatabase;
 import dev.msgqueue.jooq.tables.records.MessageQueueRecord;
 import java.time.Duration;
@@ -19,25 +22,16 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.extension.ExtendWith;
 
 /** Semantics 4 and 5: a reaped auto-deleted queue heals on publish; any other missing queue is a typed error. */
-@ExtendWith(MsgQueueDatabaseExtension.class)
-class HealIT {
-  private final TestDatabase db;
-  private final QueueRows rows;
-  private final MsgQueueRepository repository;
-
+class HealIT extends RepositoryFixture {
   HealIT(TestDatabase db) {
-    this.db = db;
-    this.rows = new QueueRows(db.dsl());
-    this.repository = MsgQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
+    super(db);
   }
 
   private void bindAndReap(QueueSpec spec) {
     repository.bindQueue(spec);
-    rows.makeIdle(spec.name(), Duration.ofHours(2));
-    assertThat(repository.reapIdleQueues()).contains(spec.name());
+    reap(spec.name());
     assertThat(rows.exists(spec.name())).isFalse();
   }
 

@@ -1,43 +1,34 @@
-package dev.msgqueue;
+package dev.msgqueue.publish;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.ClaimedMessage;
+import dev.msgqueue.QueueNotFoundException;
+import dev.msgqueue.QueueSpec;
+import dev.msgqueue.TransactionalQueue;
 import dev.msgqueue.it.QueueRows;
-import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
+import dev.msgqueue.it.RepositoryFixture;
 import dev.msgqueue.it.Session;
 import dev.msgqueue.it.TestDatabase;
+import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
 import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Set;
-import java.util.stream.Collectors;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.stream.Collectors;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
  * Semantic 6: publishing inside the caller's transaction commits and rolls back with it, and neither the heal path
  * nor a missing queue aborts that transaction (PostgreSQL aborts a transaction on any error, 23503 included).
  */
-@ExtendWith(MsgQueueDatabaseExtension.class)
-class CallerTransactionIT {
-  private final TestDatabase db;
-  private final QueueRows rows;
-  private final MsgQueueRepository repository;
-
+class CallerTransactionIT extends RepositoryFixture {
   CallerTransactionIT(TestDatabase db) {
-    this.db = db;
-    this.rows = new QueueRows(db.dsl());
-    this.repository = MsgQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
-  }
-
-  private void reap(String queue) {
-    rows.makeIdle(queue, Duration.ofHours(2));
-    assertThat(repository.reapIdleQueues()).contains(queue);
+    super(db);
   }
 
   @Test

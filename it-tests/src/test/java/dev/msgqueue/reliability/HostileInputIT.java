@@ -1,4 +1,4 @@
-package dev.msgqueue;
+package dev.msgqueue.reliability;
 
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
@@ -11,9 +11,12 @@ import static org.jooq.impl.DSL.table;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.NumericNode;
+import dev.msgqueue.PublishOptions;
+import dev.msgqueue.QueueSpec;
+import dev.msgqueue.TransactionalQueue;
 import dev.msgqueue.internal.publish.Payloads;
-import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.QueueRows;
+import dev.msgqueue.it.RepositoryFixture;
 import dev.msgqueue.it.TestDatabase;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -23,7 +26,6 @@ import java.util.Random;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
@@ -32,8 +34,7 @@ import org.junit.jupiter.params.provider.MethodSource;
  * before any SQL, or is stored and reads back as the same JSON (compared parsed: jsonb normalises key order, white
  * space and number spelling). Either way no transaction is left open and no row is left behind by a rejection.
  */
-@ExtendWith(MsgQueueDatabaseExtension.class)
-class HostileInputIT {
+class HostileInputIT extends RepositoryFixture {
   private static final ObjectMapper JSON = new ObjectMapper();
   private static final Comparator<JsonNode> NUMBERS_BY_VALUE = (a, b) -> {
     if (a instanceof NumericNode && b instanceof NumericNode) {
@@ -41,12 +42,9 @@ class HostileInputIT {
     }
     return a.equals(b) ? 0 : 1;
   };
-  private final TestDatabase db;
-  private final MsgQueueRepository repository;
 
   HostileInputIT(TestDatabase db) {
-    this.db = db;
-    this.repository = MsgQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
+    super(db);
   }
 
   @AfterEach

@@ -1,4 +1,4 @@
-package dev.msgqueue;
+package dev.msgqueue.reliability;
 
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static org.assertj.core.api.Assertions.assertThat;
@@ -8,6 +8,9 @@ import static org.jooq.impl.DSL.name;
 import static org.jooq.impl.DSL.selectOne;
 import static org.jooq.impl.DSL.table;
 
+import dev.msgqueue.MsgQueueConfig;
+import dev.msgqueue.MsgQueueRepository;
+import dev.msgqueue.QueueSpec;
 import dev.msgqueue.child.ConsumerProcess;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.TestDatabase;

@@ -1,10 +1,13 @@
-package dev.msgqueue;
+package dev.msgqueue.maintenance;
 
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.within;
 
+import dev.msgqueue.MsgQueueConfig;
+import dev.msgqueue.MsgQueueRepository;
+import dev.msgqueue.QueueSpec;
 import dev.msgqueue.internal.sql.MaintenanceStatements;
 import dev.msgqueue.internal.sql.ServerTime;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;

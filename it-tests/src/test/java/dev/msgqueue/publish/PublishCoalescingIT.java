@@ -1,10 +1,15 @@
-package dev.msgqueue;
+package dev.msgqueue.publish;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
+import dev.msgqueue.MsgQueueConfig;
+import dev.msgqueue.MsgQueueConnectionException;
+import dev.msgqueue.MsgQueueRepository;
+import dev.msgqueue.QueueNotFoundException;
+import dev.msgqueue.QueueSpec;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.QueueRows;
 import dev.msgqueue.it.TestDatabase;

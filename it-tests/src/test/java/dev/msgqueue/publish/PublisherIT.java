@@ -1,8 +1,11 @@
-package dev.msgqueue;
+package dev.msgqueue.publish;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.msgqueue.MsgQueueConfig;
+import dev.msgqueue.QueueNotFoundException;
+import dev.msgqueue.QueueSpec;
 import dev.msgqueue.internal.publish.Publisher;
 import dev.msgqueue.internal.publish.Wakeups;
 import dev.msgqueue.internal.sql.QueueStatements;

@@ -1,9 +1,13 @@
-package dev.msgqueue;
+package dev.msgqueue.reliability;
 
 import static dev.msgqueue.it.MessageIds.assertSameIds;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.msgqueue.ClaimedMessage;
+import dev.msgqueue.MsgQueueConfig;
+import dev.msgqueue.MsgQueueRepository;
+import dev.msgqueue.QueueSpec;
 import dev.msgqueue.it.RestartablePostgres;
 import dev.msgqueue.it.TestDatabase;
 import java.sql.Connection;

@@ -1,11 +1,13 @@
-package dev.msgqueue;
+package dev.msgqueue.publish;
 
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.within;
 
-import dev.msgqueue.it.MsgQueueDatabaseExtension;
-import dev.msgqueue.it.QueueRows;
+import dev.msgqueue.MsgQueueConfig;
+import dev.msgqueue.MsgQueueRepository;
+import dev.msgqueue.QueueSpec;
+import dev.msgqueue.it.RepositoryFixture;
 import dev.msgqueue.it.Session;
 import dev.msgqueue.it.TestDatabase;
 import java.time.Duration;
@@ -13,29 +15,20 @@ import java.time.temporal.ChronoUnit;
 import org.jooq.SQLDialect;
 import org.jooq.impl.DSL;
 import org.junit.jupiter.api.Test;
-import org.junit.jupiter.api.extension.ExtendWith;
 
 /**
  * A publish inside a caller's transaction writes nothing to the queue row that the transaction would hold: the heal of
  * a reaped queue and the keep-alive both commit at once on the repository's own connection, so no other publisher,
  * subscriber or keep-alive waits for the caller's commit. Waits are caught by a lock timeout on the other sessions.
  */
-@ExtendWith(MsgQueueDatabaseExtension.class)
-class CallerTransactionHoldsNoQueueRowIT {
-  private final TestDatabase db;
-  private final QueueRows rows;
-  private final MsgQueueRepository repository;
-
+class CallerTransactionHoldsNoQueueRowIT extends RepositoryFixture {
   CallerTransactionHoldsNoQueueRowIT(TestDatabase db) {
-    this.db = db;
-    this.rows = new QueueRows(db.dsl());
-    this.repository = MsgQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
+    super(db);
   }
 
   private void bindAndReap(QueueSpec spec) {
     repository.bindQueue(spec);
-    rows.makeIdle(spec.name(), Duration.ofHours(2));
-    assertThat(repository.reapIdleQueues()).contains(spec.name());
+    reap(spec.name());
   }
 
   @Test
