@@ -1,4 +1,4 @@
-package dev.msgqueue;
+package dev.msgqueue.maintenance;
 
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static org.assertj.core.api.Assertions.assertThat;
@@ -8,6 +8,10 @@ import static org.jooq.impl.DSL.select;
 import static org.jooq.impl.DSL.val;
 import static org.jooq.impl.DSL.when;
 
+import dev.msgqueue.MsgQueueConfig;
+import dev.msgqueue.MsgQueueRepository;
+import dev.msgqueue.QueueSpec;
+import dev.msgqueue.QueueStatistics;
 import dev.msgqueue.internal.sql.ServerTime;
 import dev.msgqueue.internal.sql.StatisticsStatements;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
