@@ -12,8 +12,9 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.Lock;
 import java.util.concurrent.locks.LockSupport;
+import java.util.function.BooleanSupplier;
+import java.util.function.LongConsumer;
 import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 /**
  * The ack room: acks handled messages in statements of at most {@code batchSize} receipts, up to
@@ -22,7 +23,7 @@ import org.slf4j.LoggerFactory;
  * after {@value #ACK_ATTEMPTS} attempts its messages are handed back to the queue instead.
  */
 final class AckBatcher {
-  private static final Logger log = LoggerFactory.getLogger(ConsumerPipeline.class);
+  private static final Logger log = PipelineContext.LOG;
   /** Attempts of one ack statement; then its messages are handed back to the queue instead. */
   private static final int ACK_ATTEMPTS = 5;
   /** Attempts to hand back the messages of an ack that kept failing; then they are left to the mode, loudly. */
@@ -32,6 +33,10 @@ final class AckBatcher {
   private static final long MAX_ACK_RETRY_NANOS = TimeUnit.SECONDS.toNanos(1);
 
   private final PipelineContext context;
+  /** Whether the housekeeping rounds stopped (close): no ack statement starts from then on. */
+  private final BooleanSupplier roundsStopped;
+  /** Arms a housekeeping round at the given time, which makes the due attempts of failed acks. */
+  private final LongConsumer roundAt;
   private final String queue;
   private final int batchSize;
   private final int maxAcksInFlight;
@@ -43,8 +48,10 @@ final class AckBatcher {
   private final AtomicBoolean ackTimerArmed = new AtomicBoolean();
   private final ConcurrentLinkedQueue<PendingAck> failedAcks = new ConcurrentLinkedQueue<>();
 
-  AckBatcher(PipelineContext context) {
+  AckBatcher(PipelineContext context, BooleanSupplier roundsStopped, LongConsumer roundAt) {
     this.context = context;
+    this.roundsStopped = roundsStopped;
+    this.roundAt = roundAt;
     this.queue = context.queue;
     this.batchSize = context.batchSize;
     this.maxAcksInFlight =
@@ -87,7 +94,7 @@ final class AckBatcher {
 
   /** Starts one more ack statement's task, unless as many as allowed run (they take the backlog in turn). */
   private void startAckFlush() {
-    if (acksInFlight.incrementAndGet() > maxAcksInFlight || context.housekeeping.stopped()
+    if (acksInFlight.incrementAndGet() > maxAcksInFlight || roundsStopped.getAsBoolean()
         || !context.submit(this::flushAcks)) {
       acksInFlight.decrementAndGet();
     }
@@ -98,7 +105,7 @@ final class AckBatcher {
     try {
       do {
         takeAndAck();
-      } while (finishedCount.get() >= batchSize && !context.housekeeping.stopped());
+      } while (finishedCount.get() >= batchSize && !roundsStopped.getAsBoolean());
     } finally {
       acksInFlight.decrementAndGet();
     }
@@ -232,8 +239,8 @@ final class AckBatcher {
     log.warn("{} of {} handled message(s) of \"{}\" failed (attempt {}), trying again in {} ms ({})", what,
         ack.receipts.size(), queue, ack.attempts, TimeUnit.NANOSECONDS.toMillis(backoff), failure.toString());
     log.debug("{} failure", what, failure);
-    if (!context.housekeeping.stopped()) {
-      context.housekeeping.scheduleHousekeeping(ack.dueNanos);
+    if (!roundsStopped.getAsBoolean()) {
+      roundAt.accept(ack.dueNanos);
     }
   }
 

@@ -12,7 +12,6 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 /**
  * The claiming room: claims into a bounded room (free handlers plus the prefetch buffer) and puts what they find on
@@ -25,11 +24,13 @@ import org.slf4j.LoggerFactory;
  * recheck that doubles up to the poll interval, then idle polls (longer while wake-ups arrive).
  */
 final class Claimer {
-  private static final Logger log = LoggerFactory.getLogger(ConsumerPipeline.class);
+  private static final Logger log = PipelineContext.LOG;
   /** The first wait after an empty claim that followed claims that found messages; it doubles from there. */
   private static final long FIRST_RECHECK_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
 
   private final PipelineContext context;
+  /** Tells the handler pool that messages were put on the ready queue. */
+  private final Runnable messagesReady;
   private final String queue;
   private final int batchSize;
   private final int claimThreshold;
@@ -55,8 +56,9 @@ final class Claimer {
 
   private volatile boolean running = true;
 
-  Claimer(PipelineContext context) {
+  Claimer(PipelineContext context, Runnable messagesReady) {
     this.context = context;
+    this.messagesReady = messagesReady;
     PipelineSettings settings = context.settings;
     this.queue = context.queue;
     this.batchSize = context.batchSize;
@@ -211,7 +213,7 @@ final class Claimer {
       context.ready.add(entry);
     }
     if (!claimed.isEmpty()) {
-      context.handlers.startHandlerThread();
+      messagesReady.run();
     }
     return found;
   }

@@ -32,14 +32,23 @@ public final class ConsumerPipeline {
   public ConsumerPipeline(ConsumerStore store, MessageHandler handler, PipelineSettings settings,
       ConsumerThreads threads) {
     this.context = new PipelineContext(store, settings, threads);
-    this.claimer = new Claimer(context);
-    this.handlers = new HandlerPool(context, handler);
-    this.acks = new AckBatcher(context);
-    this.housekeeping = new SubscriberHousekeeping(context);
-    context.claimer = claimer;
-    context.handlers = handlers;
-    context.acks = acks;
-    context.housekeeping = housekeeping;
+    // Each room knows only the rooms it hands work to; the two hand-offs back go through this coordinator.
+    this.acks = new AckBatcher(context, this::housekeepingStopped, this::housekeepingAt);
+    this.housekeeping = new SubscriberHousekeeping(context, acks);
+    this.claimer = new Claimer(context, this::messagesReady);
+    this.handlers = new HandlerPool(context, handler, claimer, acks, housekeeping);
+  }
+
+  private boolean housekeepingStopped() {
+    return housekeeping.stopped();
+  }
+
+  private void housekeepingAt(long atNanos) {
+    housekeeping.scheduleHousekeeping(atNanos);
+  }
+
+  private void messagesReady() {
+    handlers.startHandlerThread();
   }
 
   /** Binds the queue and sends the first claim. On failure nothing keeps running and the threads are released. */

@@ -9,7 +9,6 @@ import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 /**
  * The handler room: up to {@code concurrency} threads of this subscriber run the handler on the ready messages,
@@ -18,10 +17,13 @@ import org.slf4j.LoggerFactory;
  * comes up while closing, is not started and is handed back.
  */
 final class HandlerPool {
-  private static final Logger log = LoggerFactory.getLogger(ConsumerPipeline.class);
+  private static final Logger log = PipelineContext.LOG;
   private static final long HANDLER_IDLE_SECONDS = 10;
 
   private final PipelineContext context;
+  private final Claimer claimer;
+  private final AckBatcher acks;
+  private final SubscriberHousekeeping housekeeping;
   private final MessageHandler handler;
   private final String queue;
   private final int concurrency;
@@ -30,8 +32,12 @@ final class HandlerPool {
   private final AtomicInteger inFlight = new AtomicInteger();
   private volatile boolean stopping;
 
-  HandlerPool(PipelineContext context, MessageHandler handler) {
+  HandlerPool(PipelineContext context, MessageHandler handler, Claimer claimer, AckBatcher acks,
+      SubscriberHousekeeping housekeeping) {
     this.context = context;
+    this.claimer = claimer;
+    this.acks = acks;
+    this.housekeeping = housekeeping;
     this.handler = handler;
     this.queue = context.queue;
     this.concurrency = context.settings.concurrency();
@@ -108,14 +114,14 @@ final class HandlerPool {
       if (stopping || (context.lease != null && System.nanoTime() - entry.claimedNanos > leaseNanos / 2)) {
         // Closing, or it waited so long that its lease could run out while it runs: not started, handed back.
         context.unstarted.add(entry);
-        context.housekeeping.requestHousekeeping();
+        housekeeping.requestHousekeeping();
         return;
       }
       started = true;
       entry.startedNanos = System.nanoTime();
       inFlight.incrementAndGet();
       if (context.lease != null) {
-        context.housekeeping.renewBy(entry.leaseEndsNanos - leaseNanos / 2);
+        housekeeping.renewBy(entry.leaseEndsNanos - leaseNanos / 2);
       }
       try {
         handler.handle(entry.receipt);
@@ -131,12 +137,12 @@ final class HandlerPool {
       }
       context.store.handled(System.nanoTime() - entry.startedNanos, false);
       entry.done = true;
-      context.acks.handled(entry);
+      acks.handled(entry);
     } finally {
       if (started) {
         inFlight.decrementAndGet();
       }
-      context.claimer.handlerEnded();
+      claimer.handlerEnded();
     }
   }
 
@@ -145,7 +151,7 @@ final class HandlerPool {
     if (context.retries) {
       // Settled by a housekeeping round, under the receipts lock (a lease renewal could be in flight).
       context.failures.add(new PipelineContext.Failure(entry, e));
-      context.housekeeping.requestHousekeeping();
+      housekeeping.requestHousekeeping();
       log.warn("handler failed on message {} of \"{}\"; it is retried after a backoff or dead-lettered", message.id(),
           queue, e);
     } else if (context.lease != null) {

@@ -10,13 +10,19 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.Lock;
 import java.util.concurrent.locks.ReadWriteLock;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * What the rooms of one subscriber's pipeline share: the store and threads, the settings they all read, the messages
- * held, the hand-offs between rooms, and the counters. The rooms themselves are set once by {@link ConsumerPipeline}'s
- * constructor, before any task runs.
+ * held, the hand-offs between rooms, and the counters. It knows none of the rooms.
  */
 final class PipelineContext {
+  /**
+   * The pipeline's one logger, under the coordinator's name so that one setting covers the lines of every room; named
+   * by string so that the rooms do not depend on the coordinator.
+   */
+  static final Logger LOG = LoggerFactory.getLogger("dev.msgqueue.internal.consume.ConsumerPipeline");
   static final long NEVER = Long.MAX_VALUE;
   /** The most claims (and, separately, ack statements) of one subscriber in flight at once. */
   static final int MAX_STATEMENTS_IN_FLIGHT = 4;
@@ -53,11 +59,6 @@ final class PipelineContext {
   final AtomicLong handedBack = new AtomicLong();
   final AtomicLong deadLettered = new AtomicLong();
   final AtomicInteger largestAck = new AtomicInteger();
-
-  Claimer claimer;
-  HandlerPool handlers;
-  AckBatcher acks;
-  SubscriberHousekeeping housekeeping;
 
   PipelineContext(ConsumerStore store, PipelineSettings settings, ConsumerThreads threads) {
     this.store = store;

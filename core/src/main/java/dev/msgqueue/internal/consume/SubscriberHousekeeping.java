@@ -16,7 +16,6 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.locks.Lock;
 import java.util.concurrent.locks.LockSupport;
 import org.slf4j.Logger;
-import org.slf4j.LoggerFactory;
 
 /**
  * The housekeeping room: one subscriber's rounds, which never overlap. A round makes the due attempts of failed acks,
@@ -25,11 +24,12 @@ import org.slf4j.LoggerFactory;
  * and when the next one is due.
  */
 final class SubscriberHousekeeping {
-  private static final Logger log = LoggerFactory.getLogger(ConsumerPipeline.class);
+  private static final Logger log = PipelineContext.LOG;
   /** How long close() waits for a housekeeping round or ack statement already running. */
   private static final long HOUSEKEEPING_STOP_NANOS = TimeUnit.SECONDS.toNanos(30);
 
   private final PipelineContext context;
+  private final AckBatcher acks;
   private final long maxHandlerNanos;
   private final long keepAliveNanos;
 
@@ -41,8 +41,9 @@ final class SubscriberHousekeeping {
   private volatile long nextHousekeepingAt = NEVER;
   private volatile long nextKeepAlive; // written by start() and then by one housekeeping round at a time
 
-  SubscriberHousekeeping(PipelineContext context) {
+  SubscriberHousekeeping(PipelineContext context, AckBatcher acks) {
     this.context = context;
+    this.acks = acks;
     this.maxHandlerNanos = context.settings.maxHandlerTime().toNanos();
     this.keepAliveNanos = context.settings.keepAliveInterval().toNanos();
   }
@@ -67,7 +68,7 @@ final class SubscriberHousekeeping {
       }
     }
     long until = System.nanoTime() + HOUSEKEEPING_STOP_NANOS;
-    while ((housekeepingQueued.get() || context.acks.flushing()) && System.nanoTime() - until < 0) {
+    while ((housekeepingQueued.get() || acks.flushing()) && System.nanoTime() - until < 0) {
       LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(1));
     }
   }
@@ -112,7 +113,7 @@ final class SubscriberHousekeeping {
 
   /** @return when the next round is due */
   private long housekeepingRound() {
-    long nextAckRetry = context.acks.hasFailedAcks() ? context.acks.retryFailedAcksLocked() : NEVER;
+    long nextAckRetry = acks.hasFailedAcks() ? acks.retryFailedAcksLocked() : NEVER;
     if (!context.unstarted.isEmpty()) {
       handBackUnstarted();
     }
