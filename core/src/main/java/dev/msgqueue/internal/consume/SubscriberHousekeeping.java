@@ -24,9 +24,9 @@ import org.slf4j.Logger;
  * and when the next one is due.
  */
 final class SubscriberHousekeeping {
-  private static final Logger log = PipelineContext.LOG;
   /** How long close() waits for a housekeeping round or ack statement already running. */
   private static final long HOUSEKEEPING_STOP_NANOS = TimeUnit.SECONDS.toNanos(30);
+  private static final Logger log = PipelineContext.LOG;
 
   private final PipelineContext context;
   private final AckBatcher acks;
