@@ -1,0 +1,326 @@
+package dev.msgqueue.internal.consume;
+
+import static dev.msgqueue.internal.consume.PipelineContext.NEVER;
+
+import dev.msgqueue.ClaimedMessage;
+import java.util.List;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import org.slf4j.Logger;
+
+/**
+ * The claiming room: claims into a bounded room (free handlers plus the prefetch buffer) and puts what they find on
+ * the ready queue for the {@link HandlerPool}.
+ *
+ * <p>The room is a semaphore of {@code concurrency + prefetch} permits taken before a claim is sent (as many as it
+ * asks for) and given back for what it did not find and as each handler ends: so the messages claimed or being
+ * claimed never exceed the free room plus the prefetch. While claims find full batches, up to
+ * {@link #maxClaimsInFlight} run at once; otherwise one. When claims find nothing, the next poll waits a short
+ * recheck that doubles up to the poll interval, then idle polls (longer while wake-ups arrive).
+ */
+final class Claimer {
+  private static final Logger log = PipelineContext.LOG;
+  /** The first wait after an empty claim that followed claims that found messages; it doubles from there. */
+  private static final long FIRST_RECHECK_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
+
+  private final PipelineContext context;
+  /** Tells the handler pool that messages were put on the ready queue. */
+  private final Runnable messagesReady;
+  private final String queue;
+  private final int batchSize;
+  private final int claimThreshold;
+  private final int fullBatch;
+  private final int maxClaimsInFlight;
+  private final long pollNanos;
+  private final long maxIdlePollNanos;
+  private final long followUpNanos;
+
+  /** Free room: handlers plus prefetch, taken before a claim is sent. */
+  private final Semaphore slots;
+  private final AtomicInteger leastFreeRoom;
+
+  private final Object claimLock = new Object();
+  private int claimsInFlight; // guarded by claimLock
+  private boolean fullClaims; // guarded by claimLock: the last claim found all it asked for
+  private long recheckNanos = FIRST_RECHECK_NANOS; // guarded by claimLock
+  private long idlePollNanos; // guarded by claimLock
+  private long followUpAt = NEVER; // guarded by claimLock
+  private ScheduledFuture<?> nextPoll; // guarded by claimLock
+  private final AtomicLong wakeCount = new AtomicLong();
+  private final AtomicBoolean waitingForRoom = new AtomicBoolean();
+
+  private volatile boolean running = true;
+
+  Claimer(PipelineContext context, Runnable messagesReady) {
+    this.context = context;
+    this.messagesReady = messagesReady;
+    PipelineSettings settings = context.settings;
+    this.queue = context.queue;
+    this.batchSize = context.batchSize;
+    int capacity = settings.capacity();
+    this.fullBatch = Math.min(batchSize, capacity);
+    this.claimThreshold = Math.max(1, (fullBatch + 1) / 2);
+    this.maxClaimsInFlight =
+        Math.max(1, Math.min(PipelineContext.MAX_STATEMENTS_IN_FLIGHT, capacity / claimThreshold));
+    this.pollNanos = settings.pollInterval().toNanos();
+    this.idlePollNanos = pollNanos;
+    this.maxIdlePollNanos = Math.max(pollNanos, PipelineSettings.MAX_IDLE_POLL_INTERVAL.toNanos());
+    this.followUpNanos = settings.wakeupWindow().toNanos();
+    this.slots = new Semaphore(capacity);
+    this.leastFreeRoom = new AtomicInteger(capacity);
+  }
+
+  /** A wake-up: claims at once, and once more a wake-up window later for notifications coalesced away. */
+  void wake() {
+    wakeCount.incrementAndGet();
+    synchronized (claimLock) {
+      followUpAt = System.nanoTime() + followUpNanos;
+      claimNow();
+    }
+  }
+
+  /** Whether claims still put messages to work; a claim that returns after this hands its messages back. */
+  boolean running() {
+    return running;
+  }
+
+  /** No claim is sent from now on. */
+  void stop() {
+    running = false;
+  }
+
+  /** The most messages claimed or being claimed at once and not yet handled (running, waiting or asked for). */
+  int mostHeld() {
+    return context.settings.capacity() - leastFreeRoom.get();
+  }
+
+  /**
+   * Cancels the next poll and waits until {@code deadline} for the claims in flight to return (call after
+   * {@link #stop}).
+   */
+  void awaitClaims(long deadline) throws InterruptedException {
+    synchronized (claimLock) {
+      cancelNextPoll();
+      while (claimsInFlight > 0) {
+        long remaining = deadline - System.nanoTime();
+        if (remaining <= 0) {
+          // Stuck in the database: the claim hands its messages back itself when it returns.
+          log.warn("subscriber of \"{}\" closes with {} claim(s) still running; their messages are handed back"
+              + " when they return", queue, claimsInFlight);
+          break;
+        }
+        TimeUnit.NANOSECONDS.timedWait(claimLock, remaining);
+      }
+    }
+  }
+
+  /** Sends claims while there is room and fewer than the allowed number run; never blocks. */
+  void claimNow() {
+    synchronized (claimLock) {
+      if (!running) {
+        return;
+      }
+      cancelNextPoll();
+      int allowed = fullClaims ? maxClaimsInFlight : 1;
+      while (claimsInFlight < allowed) {
+        // Set before the room is read: a handler that frees room after this read sees it and claims again.
+        waitingForRoom.set(true);
+        int free = slots.availablePermits();
+        if (!worthClaiming(free)) {
+          return;
+        }
+        waitingForRoom.set(false);
+        int wanted = Math.min(batchSize, free);
+        slots.acquireUninterruptibly(wanted); // never waits: only this lock's holder takes room
+        leastFreeRoom.accumulateAndGet(slots.availablePermits(), Math::min);
+        claimsInFlight++;
+        long wakesBefore = wakeCount.get();
+        if (!context.submit(() -> claim(wanted, wakesBefore))) {
+          claimsInFlight--;
+          slots.release(wanted);
+          return;
+        }
+      }
+    }
+  }
+
+  /**
+   * One claim's task. Whatever happens, it ends by deciding what follows, so claiming never stops silently: a failure
+   * nobody expects is logged and claiming goes on after a poll interval; only a {@link VirtualMachineError} ends the
+   * task, logged as such.
+   */
+  private void claim(int wanted, long wakesBefore) {
+    int found = -1;
+    try {
+      found = claimAndDispatch(wanted);
+    } catch (VirtualMachineError fatal) {
+      log.error("subscriber of \"{}\": a claim failed fatally; claiming again after the poll interval", queue, fatal);
+      throw fatal;
+    } catch (RuntimeException | Error e) {
+      log.error("subscriber of \"{}\": unexpected failure after a claim; claiming again after the poll interval",
+          queue, e);
+    } finally {
+      claimDone(Math.max(0, found), wanted, found < 0, wakesBefore);
+    }
+  }
+
+  /** @return how many messages the claim found, or -1 if its statement failed (its room is given back either way) */
+  private int claimAndDispatch(int wanted) {
+    long claimedAt = System.nanoTime(); // before the statement: never later than the deadline the server stores
+    List<ClaimedMessage> claimed;
+    try {
+      claimed = context.store.claim(wanted);
+      context.claimRounds.incrementAndGet();
+    } catch (RuntimeException | Error e) {
+      slots.release(wanted);
+      if (e instanceof VirtualMachineError fatal) {
+        throw fatal;
+      }
+      if (e instanceof RuntimeException) {
+        // One line per failed poll while the database is away; the stack trace only at debug.
+        log.warn("subscriber of \"{}\": claim failed ({}), retrying after the poll interval", queue, e.toString());
+        log.debug("claim failure", e);
+      } else {
+        log.error("subscriber of \"{}\": unexpected failure in a claim; claiming again after the poll interval",
+            queue, e);
+      }
+      return -1;
+    }
+    int found = claimed.size();
+    if (context.retries && !claimed.isEmpty()) {
+      try {
+        claimed = context.store.countRedeliveries(claimed);
+      } catch (RuntimeException e) {
+        // Delivered uncounted (never lost): their claim stands, and the next failure or lapse counts again.
+        log.warn("subscriber of \"{}\": counting redeliveries failed ({}); delivering them uncounted", queue,
+            e.toString());
+      }
+    }
+    if (!running) {
+      slots.release(wanted);
+      handBackClaimedWhileClosing(claimed);
+      return found;
+    }
+    slots.release(wanted - claimed.size());
+    for (ClaimedMessage message : claimed) {
+      Held entry = new Held(message, claimedAt, claimedAt + context.leaseNanos);
+      context.held.put(message.id(), entry);
+      context.ready.add(entry);
+    }
+    if (!claimed.isEmpty()) {
+      messagesReady.run();
+    }
+    return found;
+  }
+
+  private void handBackClaimedWhileClosing(List<ClaimedMessage> claimed) {
+    if (claimed.isEmpty()) {
+      return;
+    }
+    try {
+      context.handedBack.addAndGet(context.store.release(claimed).size());
+    } catch (RuntimeException e) {
+      log.warn("could not hand {} message(s) of \"{}\" claimed during close back{}", claimed.size(), queue,
+          context.unsettledFate(), e);
+    }
+  }
+
+  /** Decides what follows a claim: another at once, a recheck, a poll later, or nothing while others run. */
+  private void claimDone(int found, int wanted, boolean claimFailed, long wakesBefore) {
+    synchronized (claimLock) {
+      claimsInFlight--;
+      if (!running) {
+        claimLock.notifyAll();
+        return;
+      }
+      fullClaims = found == wanted;
+      if (found > 0) {
+        recheckNanos = FIRST_RECHECK_NANOS;
+        idlePollNanos = pollNanos;
+        claimNow(); // messages were there: there may be more
+        return;
+      }
+      if (!claimFailed && wakeCount.get() != wakesBefore) {
+        claimNow(); // a wake-up came while the claim ran: its message may have committed after the claim's snapshot
+        return;
+      }
+      if (claimsInFlight > 0) {
+        return; // the last claim to return decides
+      }
+      long now = System.nanoTime();
+      long wait;
+      if (claimFailed) {
+        wait = pollNanos;
+        recheckNanos = NEVER;
+      } else if (recheckNanos != NEVER) {
+        wait = recheckNanos;
+        recheckNanos = recheckNanos >= pollNanos / 2 ? NEVER : recheckNanos * 2;
+      } else {
+        wait = nextIdlePoll();
+      }
+      if (followUpAt != NEVER) {
+        if (followUpAt - now > 0) {
+          wait = Math.min(wait, followUpAt - now);
+        } else {
+          followUpAt = NEVER;
+        }
+      }
+      schedulePoll(wait);
+    }
+  }
+
+  /**
+   * The wait before the next idle poll: it doubles (up to {@link PipelineSettings#MAX_IDLE_POLL_INTERVAL}) while a
+   * wake-up listener is connected, since a publish wakes the subscriber anyway, and is the poll interval otherwise.
+   */
+  private long nextIdlePoll() {
+    PipelineSettings settings = context.settings;
+    boolean listening = settings.wakeupsListening() != null && settings.wakeupsListening().getAsBoolean();
+    if (!listening) {
+      idlePollNanos = pollNanos;
+      return pollNanos;
+    }
+    long wait = idlePollNanos;
+    idlePollNanos = Math.min(maxIdlePollNanos, idlePollNanos * 2);
+    return wait;
+  }
+
+  private void schedulePoll(long waitNanos) {
+    cancelNextPoll();
+    try {
+      nextPoll = context.threads.schedule(this::claimNow, waitNanos);
+    } catch (RejectedExecutionException e) {
+      log.debug("subscriber of \"{}\": the shared threads are shut down, no more polls", queue);
+    }
+  }
+
+  private void cancelNextPoll() {
+    if (nextPoll != null) {
+      nextPoll.cancel(false);
+      nextPoll = null;
+    }
+  }
+
+  /**
+   * Whether a claim into {@code free} room is worth its statement: a whole batch fits, or at least half of one fits
+   * and the buffer has run dry (handlers are about to wait). Claiming whenever half a batch fits would halve the claims
+   * of quick handlers (a claim is sent the moment half of the last one is handled), doubling the statements per
+   * message for no gain: the other half is handled long before the claim returns.
+   */
+  private boolean worthClaiming(int free) {
+    return free >= fullBatch || (free >= claimThreshold && context.ready.isEmpty());
+  }
+
+  /** A handler ended: gives back its room, and claims again if the claims wait for room. */
+  void handlerEnded() {
+    slots.release();
+    if (waitingForRoom.get() && worthClaiming(slots.availablePermits()) && waitingForRoom.compareAndSet(true, false)) {
+      claimNow();
+    }
+  }
+}
