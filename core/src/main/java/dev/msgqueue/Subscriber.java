@@ -18,8 +18,8 @@ import java.time.Duration;
  *       batches, each on its own connection, overlapping handler work and acks), then after a wake-up, after room
  *       frees, or at the next poll. After the start and after claims that found messages, the first empty claim is
  *       followed by others after 1, 2, 4, ... ms up to the poll interval, since publishers commit in groups. While
- *       the {@link WakeupListener} is connected the idle poll interval doubles after each empty poll, up to 30 s (or
- *       the poll interval, if longer); it returns to the poll interval when a claim finds messages or the listener
+ *       the {@link WakeupListener} is connected the idle poll interval doubles after each empty poll, up to
+ *       {@link Builder#maxIdlePollInterval} (30 s by default, or the poll interval if longer); it returns to the poll interval when a claim finds messages or the listener
  *       is not connected. Polling never stops. While it is backed off, a message that becomes claimable by time
  *       (a publish or release delay running out, a retry backoff, a lapsed lease) is claimed up to that long after it
  *       became due, since only publishes send wake-ups.</li>
@@ -72,6 +72,8 @@ public final class Subscriber implements AutoCloseable {
   public static final Duration MIN_POLL_INTERVAL = Duration.ofMillis(10);
   /** The longest poll interval. */
   public static final Duration MAX_POLL_INTERVAL = Duration.ofHours(1);
+  /** The default of {@link Builder#maxIdlePollInterval}. */
+  public static final Duration DEFAULT_MAX_IDLE_POLL_INTERVAL = Duration.ofSeconds(30);
   /** The longest close timeout, of {@link Builder#closeTimeout} and {@link #close(Duration)}. */
   public static final Duration MAX_CLOSE_TIMEOUT = Duration.ofHours(1);
 
@@ -86,7 +88,7 @@ public final class Subscriber implements AutoCloseable {
     WakeupListener wakeups = builder.wakeups;
     MsgQueueConfig config = builder.repository.config();
     PipelineSettings settings = new PipelineSettings(builder.concurrency, builder.batchSize,
-        builder.effectivePrefetch(), builder.pollInterval, builder.lease, builder.retryPolicy != null,
+        builder.effectivePrefetch(), builder.pollInterval, builder.maxIdlePollInterval, builder.lease, builder.retryPolicy != null,
         builder.maxHandlerTime, builder.ackDelay, config.keepAliveInterval(), config.wakeupWindow(),
         wakeups == null ? null : wakeups::isListening);
     this.pipeline = new ConsumerPipeline(
@@ -193,6 +195,7 @@ public final class Subscriber implements AutoCloseable {
     private int batchSize = DEFAULT_BATCH_SIZE;
     private Integer prefetch; // null: batchSize
     private Duration pollInterval = Duration.ofSeconds(1);
+    private Duration maxIdlePollInterval = DEFAULT_MAX_IDLE_POLL_INTERVAL;
     private Duration lease;
     private Duration maxHandlerTime = DEFAULT_MAX_HANDLER_TIME;
     private RetryPolicy retryPolicy;
@@ -239,6 +242,21 @@ public final class Subscriber implements AutoCloseable {
      */
     public Builder pollInterval(Duration value) {
       this.pollInterval = Arguments.requireWithin(value, "pollInterval", MIN_POLL_INTERVAL, MAX_POLL_INTERVAL);
+      return this;
+    }
+
+    /**
+     * The longest wait between idle polls while the {@link #wakeups WakeupListener} is connected: the wait doubles
+     * after each empty poll from {@link #pollInterval} up to this, and is back at {@code pollInterval} when a claim
+     * finds messages or the listener is not connected. A message that becomes claimable by time rather than by a
+     * publish (a publish or release delay running out, a retry backoff, a lapsed lease) sends no wake-up, so it is
+     * claimed at most this long after it became due. A value at or below {@code pollInterval} turns the back-off off.
+     * Default 30 s ({@link Subscriber#DEFAULT_MAX_IDLE_POLL_INTERVAL}), in [{@link Subscriber#MIN_POLL_INTERVAL},
+     * {@link Subscriber#MAX_POLL_INTERVAL}].
+     */
+    public Builder maxIdlePollInterval(Duration value) {
+      this.maxIdlePollInterval =
+          Arguments.requireWithin(value, "maxIdlePollInterval", MIN_POLL_INTERVAL, MAX_POLL_INTERVAL);
       return this;
     }
 
@@ -310,10 +328,11 @@ public final class Subscriber implements AutoCloseable {
      * @throws IllegalArgumentException for an invalid setting
      */
     public Subscriber start() {
-      requireRange("concurrency", concurrency, 1, 1_000);
-      requireRange("batchSize", batchSize, 1, 1_000);
-      requireRange("prefetch", effectivePrefetch(), 0, MAX_PREFETCH);
+      Arguments.requireWithin(concurrency, "concurrency", 1, 1_000);
+      Arguments.requireWithin(batchSize, "batchSize", 1, 1_000);
+      Arguments.requireWithin(effectivePrefetch(), "prefetch", 0, MAX_PREFETCH);
       Arguments.requireWithin(pollInterval, "pollInterval", MIN_POLL_INTERVAL, MAX_POLL_INTERVAL);
+      Arguments.requireWithin(maxIdlePollInterval, "maxIdlePollInterval", MIN_POLL_INTERVAL, MAX_POLL_INTERVAL);
       if (lease != null) {
         MsgQueueRepository.requireValidLease(lease);
       }
@@ -335,12 +354,6 @@ public final class Subscriber implements AutoCloseable {
         throw e;
       }
       return subscriber;
-    }
-
-    private static void requireRange(String name, int value, int min, int max) {
-      if (value < min || value > max) {
-        throw new IllegalArgumentException(name + " must be in [" + min + ", " + max + "], was " + value);
-      }
     }
   }
 }

@@ -82,13 +82,18 @@ class ConfigurationBoundsTest {
     assertThatThrownBy(() -> builder.pollInterval(Subscriber.MAX_POLL_INTERVAL.plusNanos(1)))
         .isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> builder.pollInterval(Duration.ofMillis(9))).isInstanceOf(IllegalArgumentException.class);
+    assertThatThrownBy(() -> builder.maxIdlePollInterval(Subscriber.MAX_POLL_INTERVAL.plusNanos(1)))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("maxIdlePollInterval");
+    assertThatThrownBy(() -> builder.maxIdlePollInterval(Duration.ofMillis(9)))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("maxIdlePollInterval");
+    assertThatThrownBy(() -> builder.maxIdlePollInterval(null)).isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> builder.closeTimeout(YEAR.multipliedBy(1_000))).isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("closeTimeout");
     assertThatThrownBy(() -> builder.closeTimeout(Duration.ofMillis(-1))).isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> builder.lease(YEAR.multipliedBy(1_000))).isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("lease");
     assertThatCode(() -> builder.pollInterval(Subscriber.MAX_POLL_INTERVAL).closeTimeout(Subscriber.MAX_CLOSE_TIMEOUT)
-        .lease(MsgQueueConfig.MAX_MESSAGE_LIFETIME)).doesNotThrowAnyException();
+        .maxIdlePollInterval(Subscriber.MIN_POLL_INTERVAL).lease(MsgQueueConfig.MAX_MESSAGE_LIFETIME)).doesNotThrowAnyException();
   }
 
   @Test

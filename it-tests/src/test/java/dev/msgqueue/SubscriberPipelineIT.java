@@ -198,6 +198,27 @@ class SubscriberPipelineIT {
   }
 
   @Test
+  void theIdlePollBacksOffWhileWakeupsWorkUnlessMaxIdlePollIntervalTurnsItOff() throws Exception {
+    WakeupListener wakeups = WakeupListener.start(() -> DriverManager.getConnection(db.jdbcUrl()));
+    toClose.add(wakeups);
+    await("the listener connected", wakeups::isListening);
+    Duration poll = Duration.ofMillis(100);
+    Subscriber steady = started(Subscriber.builder(repository, QueueSpec.durable("steady-poll"), message -> { })
+        .pollInterval(poll).maxIdlePollInterval(poll).wakeups(wakeups));
+    Subscriber backingOff = started(Subscriber.builder(repository, QueueSpec.durable("backing-off"), message -> { })
+        .pollInterval(poll).wakeups(wakeups));
+    // Past the rechecks after the start: both poll now, one every 100 ms, the other ever more rarely.
+    await("the steady subscriber polling", () -> steady.claimRounds() >= 15);
+    long steadyFrom = steady.claimRounds();
+    long backingOffFrom = backingOff.claimRounds();
+    await("30 more steady polls", () -> steady.claimRounds() >= steadyFrom + 30);
+    long backingOffPolls = backingOff.claimRounds() - backingOffFrom;
+    // 30 polls of the steady one take at least 3 s; the backing-off one waits 0.1, 0.2, 0.4, 0.8, 1.6, 3.2 s at most.
+    assertThat(backingOffPolls).as("polls of the backed-off subscriber during 30 steady polls").isLessThanOrEqualTo(6);
+    assertThat(backingOff.claimRounds()).isPositive();
+  }
+
+  @Test
   void aStressRunWithRestartsHandlesEveryMessageExactlyOnceInEitherMode() throws Exception {
     QueueSpec leased = QueueSpec.durable("stress-lease");
     QueueSpec plain = QueueSpec.durable("stress-default");

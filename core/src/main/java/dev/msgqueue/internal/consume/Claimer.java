@@ -7,6 +7,7 @@ import java.util.List;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.Semaphore;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -69,7 +70,7 @@ final class Claimer {
         Math.max(1, Math.min(PipelineContext.MAX_STATEMENTS_IN_FLIGHT, capacity / claimThreshold));
     this.pollNanos = settings.pollInterval().toNanos();
     this.idlePollNanos = pollNanos;
-    this.maxIdlePollNanos = Math.max(pollNanos, PipelineSettings.MAX_IDLE_POLL_INTERVAL.toNanos());
+    this.maxIdlePollNanos = Math.max(pollNanos, settings.maxIdlePollInterval().toNanos());
     this.followUpNanos = settings.wakeupWindow().toNanos();
     this.slots = new Semaphore(capacity);
     this.leastFreeRoom = new AtomicInteger(capacity);
@@ -275,8 +276,10 @@ final class Claimer {
   }
 
   /**
-   * The wait before the next idle poll: it doubles (up to {@link PipelineSettings#MAX_IDLE_POLL_INTERVAL}) while a
+   * The wait before the next idle poll: it doubles (up to {@link PipelineSettings#maxIdlePollInterval}) while a
    * wake-up listener is connected, since a publish wakes the subscriber anyway, and is the poll interval otherwise.
+   * A backed-off wait is shortened by up to a tenth at random: subscribers started together would otherwise poll in
+   * the same instant every interval, a burst of one claim per subscriber on the shared workers and the pool.
    */
   private long nextIdlePoll() {
     PipelineSettings settings = context.settings;
@@ -287,7 +290,7 @@ final class Claimer {
     }
     long wait = idlePollNanos;
     idlePollNanos = Math.min(maxIdlePollNanos, idlePollNanos * 2);
-    return wait;
+    return wait > pollNanos ? wait - ThreadLocalRandom.current().nextLong(wait / 10 + 1) : wait;
   }
 
   private void schedulePoll(long waitNanos) {

@@ -8,6 +8,7 @@ import java.util.function.BooleanSupplier;
  *
  * @param lease null for the default (at-most-once) mode
  * @param retries whether failed handlers are settled by a retry policy (lease mode only)
+ * @param maxIdlePollInterval the longest an idle subscriber waits between polls while wake-ups arrive
  * @param wakeupsListening whether a wake-up listener is connected right now; {@code null} without one
  */
 public record PipelineSettings(
@@ -15,6 +16,7 @@ public record PipelineSettings(
     int batchSize,
     int prefetch,
     Duration pollInterval,
+    Duration maxIdlePollInterval,
     Duration lease,
     boolean retries,
     Duration maxHandlerTime,
@@ -22,9 +24,6 @@ public record PipelineSettings(
     Duration keepAliveInterval,
     Duration wakeupWindow,
     BooleanSupplier wakeupsListening) {
-
-  /** The longest an idle subscriber waits between polls while wake-ups arrive. */
-  public static final Duration MAX_IDLE_POLL_INTERVAL = Duration.ofSeconds(30);
 
   int capacity() {
     return concurrency + prefetch;
