@@ -38,15 +38,23 @@ record ScaleSettings(
     Duration idleFor,
     int deliveries) {
 
+  /**
+   * Idle means after the idle poll has backed off: with a WakeupListener it doubles from the poll interval (1 s) to
+   * 30 s, which it reaches 1 + 2 + 4 + 8 + 16 = 31 s after the rechecks that follow the start.
+   */
+  private static final Duration IDLE_SETTLE = Duration.ofSeconds(65);
+  /** One whole backed-off poll interval (30 s), so the window holds one poll per subscriber, whatever its phase. */
+  private static final Duration IDLE_WINDOW = Duration.ofSeconds(30);
+
   static final ScaleSettings QUICK = new ScaleSettings("quick", List.of(2_000, 20_000), 1_000, 20, List.of(10, 200),
       4, Duration.ofMillis(600), Duration.ofMillis(200), 500, 5_000, List.of(1, 5), Duration.ofMillis(300),
       Duration.ofMillis(500), 5);
   static final ScaleSettings SHORT = new ScaleSettings("short", List.of(10_000, 1_000_000), 20_000, 300,
       List.of(10, 10_000, 100_000), 8, Duration.ofSeconds(6), Duration.ofSeconds(2), 100_000, 1_000_000,
-      List.of(1, 100, 1_000), Duration.ofSeconds(5), Duration.ofSeconds(10), 50);
+      List.of(1, 100, 1_000), IDLE_SETTLE, IDLE_WINDOW, 50);
   static final ScaleSettings LONG = new ScaleSettings("long", List.of(10_000, 1_000_000, 10_000_000), 20_000, 300,
       List.of(10, 10_000, 100_000), 8, Duration.ofSeconds(10), Duration.ofSeconds(2), 100_000, 1_000_000,
-      List.of(1, 100, 1_000), Duration.ofSeconds(5), Duration.ofSeconds(10), 100);
+      List.of(1, 100, 1_000), IDLE_SETTLE, IDLE_WINDOW, 100);
 
   static ScaleSettings named(String form) {
     return switch (form) {

@@ -126,8 +126,12 @@ final class TargetChecks {
             sustained.publishers() + " publishers, default Subscriber settings"));
         checks.add(atMost("sustained p99 publish-to-handler ms, concurrency " + row.concurrency(), 50,
             row.p99Millis(), sustained.publishers() + " publishers"));
-        checks.add(atMost("sustained largest ack statement, concurrency " + row.concurrency(),
-            Subscriber.DEFAULT_BATCH_SIZE, row.largestAck(), "receipts, batchSize " + Subscriber.DEFAULT_BATCH_SIZE));
+        // A run that handled messages but saw no ack statement measured nothing: a FAIL, not a vacuous PASS.
+        Check largestAck = atMost("sustained largest ack statement, concurrency " + row.concurrency(),
+            Subscriber.DEFAULT_BATCH_SIZE, row.largestAck(), "receipts, batchSize " + Subscriber.DEFAULT_BATCH_SIZE);
+        boolean seen = row.largestAck() > 0 || row.handledPerSecond() == 0;
+        checks.add(seen ? largestAck : new Check(largestAck.name(), largestAck.target(), largestAck.measured(), false,
+            "no ack statement was seen while messages were handled"));
       }
     }
     return checks;
