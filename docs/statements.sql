@@ -513,7 +513,10 @@ select
   ) + cast($6 as interval day to second)),
   "healed"."name"
 from "healed"
-  cross join jsonb_array_elements(cast($7 as jsonb)) with ordinality as "v" ("payload", "ordinal")
+  cross join unnest(cast(
+    $7
+    as jsonb[]
+  )) with ordinality as "v" ("payload", "ordinal")
 order by "v"."ordinal"
 returning "MessageQueueItem"."id";
 
@@ -547,7 +550,10 @@ select
     )
   ) + cast($1 as interval day to second)),
   $2
-from jsonb_array_elements(cast($3 as jsonb)) with ordinality as "v" ("payload", "ordinal")
+from unnest(cast(
+  $3
+  as jsonb[]
+)) with ordinality as "v" ("payload", "ordinal")
 order by "v"."ordinal"
 returning "MessageQueueItem"."id";
 insert into "MessageQueueItem" ("payload", "readAfter", "expiresAt", "queueId")
@@ -608,7 +614,10 @@ select
   ) + cast($1 as interval day to second)),
   "MessageQueue"."name"
 from "MessageQueue"
-  cross join jsonb_array_elements(cast($2 as jsonb)) with ordinality as "v" ("payload", "ordinal")
+  cross join unnest(cast(
+    $2
+    as jsonb[]
+  )) with ordinality as "v" ("payload", "ordinal")
 where "MessageQueue"."name" = $3
 order by "v"."ordinal"
 for key share of "MessageQueue"
