@@ -33,7 +33,7 @@ import java.time.Duration;
  *       pending, {@code ackDelay} after the first pending one, and on close; a backlog is several statements (up to
  *       four at once). A receipt that no longer matches (its lease ran out and another claim took it) deletes nothing,
  *       while the rest of the batch is deleted. An ack statement that fails is tried again after 50, 100, 200 and
- *       400 ms; if its fifth attempt fails too, its messages are handed back to the queue (PENDING, delivered again,
+ *       400 ms; if its fifth attempt fails too, its messages are released to the queue (PENDING, delivered again,
  *       in either mode) rather than left ASSIGNED, and the hand-back is itself tried up to five times, a second apart
  *       at most. Only if all of that fails do they stay ASSIGNED until they expire (lease mode: redelivered after the
  *       lease), logged as an error.</li>
@@ -42,7 +42,7 @@ import java.time.Duration;
  *   <li><b>Lease mode.</b> The lease of each running handler is renewed (in statements of at most {@code batchSize})
  *       whenever less than half of it remains, for up to {@code maxHandlerTime} from the handler's start; after that
  *       its message is redelivered when the lease runs out. A buffered message starts only while at least half its
- *       lease remains; otherwise it is handed back to the queue unstarted, so waiting in the buffer never causes a
+ *       lease remains; otherwise it is released to the queue unstarted, so waiting in the buffer never causes a
  *       second delivery.</li>
  *   <li><b>What a crash can lose (default mode).</b> At most {@code concurrency + prefetch} messages: those running
  *       and those claimed but not started. They stay ASSIGNED until they expire. Lease mode loses nothing.</li>
@@ -116,11 +116,11 @@ public final class Subscriber implements AutoCloseable {
   }
 
   /**
-   * Stops claiming, waits for the claims already sent (their messages are handed back unstarted), hands the buffered
-   * (claimed, not started) messages back to the queue, lets the running handlers finish, flushes their acks, then
+   * Stops claiming, waits for the claims already sent (their messages are released unstarted), releases the
+   * buffered (claimed, not started) messages to the queue, lets the running handlers finish, flushes their acks, then
    * returns; waits at most {@code timeout} for the claims and handlers. Handlers still running then are interrupted
    * and not acked: in lease mode they are redelivered after their lease; in the default mode they stay ASSIGNED until
-   * they expire. A claim still in the database then hands its messages back when it returns. Do not call it from a
+   * they expire. A claim still in the database then releases its messages when it returns. Do not call it from a
    * handler: it would wait for that handler to finish, that is for the whole timeout.
    *
    * @param timeout zero or positive, at most {@link #MAX_CLOSE_TIMEOUT}
@@ -167,8 +167,8 @@ public final class Subscriber implements AutoCloseable {
     return pipeline.deadLettered();
   }
 
-  long handedBack() {
-    return pipeline.handedBack();
+  long released() {
+    return pipeline.released();
   }
 
   /** The name prefix of the threads this subscriber shares with the others of its repository. */
@@ -229,7 +229,7 @@ public final class Subscriber implements AutoCloseable {
      * Subscriber#MAX_PREFETCH}]; default: the batch size. In the default (at-most-once) mode a crash loses at most
      * {@code concurrency + prefetch} messages (those running and those waiting); 0 claims only into free handlers,
      * in smaller claims. In lease mode a waiting message is started only while at least half its lease remains,
-     * else handed back to the queue unstarted.
+     * else released to the queue unstarted.
      */
     public Builder prefetch(int value) {
       this.prefetch = value;

@@ -38,7 +38,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
 /**
  * The {@link Subscriber}'s ack statements against PostgreSQL: none carries more than {@code batchSize} receipts, and
  * one that fails (cancelled at the statement timeout while another transaction holds its rows, or its connection
- * terminated) is retried or its messages handed back, never left ASSIGNED. Every ack and hand-back statement is seen
+ * terminated) is retried or its messages released, never left ASSIGNED. Every ack and hand-back statement is seen
  * by a jOOQ listener on the repository's own context, which counts the receipts it carries (the length of its id
  * array) and can make it fail for real before it runs.
  */

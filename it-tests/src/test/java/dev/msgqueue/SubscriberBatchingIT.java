@@ -90,7 +90,7 @@ class SubscriberBatchingIT extends RepositoryFixture {
     assertThat(subscriber.close(Duration.ofSeconds(10))).isTrue();
     int done = handled.size();
     assertThat(subscriber.acked()).as("every handled message acked on close").isEqualTo(done);
-    assertThat(subscriber.handedBack()).as("the unstarted ones handed back").isEqualTo(20 - done);
+    assertThat(subscriber.released()).as("the unstarted ones released").isEqualTo(20 - done);
     assertThat(itemsOf(spec)).isEqualTo(20 - done);
     // Handed back means claimable again at once, by anyone.
     assertThat(repository.claim(spec.name(), 100)).hasSize(20 - done);
@@ -152,7 +152,7 @@ class SubscriberBatchingIT extends RepositoryFixture {
     Thread.sleep(1_200);
     assertThat(deliveries.keySet()).containsExactlyInAnyOrderElementsOf(ids);
     deliveries.forEach((id, count) -> assertThat(count.get()).as("deliveries of %d", id).isOne());
-    assertThat(subscriber.handedBack()).as("some waited too long and were handed back unstarted").isPositive();
+    assertThat(subscriber.released()).as("some waited too long and were released unstarted").isPositive();
     assertThat(itemsOf(spec)).isZero();
   }
 

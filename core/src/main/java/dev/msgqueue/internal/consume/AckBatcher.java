@@ -20,13 +20,13 @@ import org.slf4j.Logger;
  * The ack room: acks handled messages in statements of at most {@code batchSize} receipts, up to
  * {@link PipelineContext#MAX_STATEMENTS_IN_FLIGHT} (and no more than the handlers) at once. A full batch is sent at
  * once; a partial one after the ack delay. A failed statement is tried again after a backoff by a housekeeping round;
- * after {@value #ACK_ATTEMPTS} attempts its messages are handed back to the queue instead.
+ * after {@value #ACK_ATTEMPTS} attempts its messages are released to the queue instead.
  */
 final class AckBatcher {
   private static final Logger log = PipelineContext.LOG;
-  /** Attempts of one ack statement; then its messages are handed back to the queue instead. */
+  /** Attempts of one ack statement; then its messages are released to the queue instead. */
   private static final int ACK_ATTEMPTS = 5;
-  /** Attempts to hand back the messages of an ack that kept failing; then they are left to the mode, loudly. */
+  /** Attempts to release the messages of an ack that kept failing; then they are left to the mode, loudly. */
   private static final int HAND_BACK_ATTEMPTS = 5;
   /** The wait before the second attempt of a failed ack; it doubles with each attempt, up to the next one. */
   private static final long FIRST_ACK_RETRY_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
@@ -189,7 +189,7 @@ final class AckBatcher {
 
   /**
    * One attempt to settle handled messages: their ack statement for the first {@value #ACK_ATTEMPTS} attempts, then
-   * handing them back to the queue. A failed attempt is scheduled again after a backoff until the attempts run out.
+   * releasing them to the queue. A failed attempt is scheduled again after a backoff until the attempts run out.
    */
   private void attempt(PendingAck ack) {
     ack.attempts++;
@@ -213,12 +213,12 @@ final class AckBatcher {
         retryLater(ack, "ack", failure);
         return;
       }
-      log.warn("ack of {} handled message(s) of \"{}\" failed {} times; handing them back to the queue",
+      log.warn("ack of {} handled message(s) of \"{}\" failed {} times; releasing them to the queue",
           ack.receipts.size(), queue, ACK_ATTEMPTS, failure);
     }
     try {
       List<Long> released = context.store.release(ack.receipts);
-      log.warn("{} handled message(s) of \"{}\" whose ack kept failing were handed back to the queue and are"
+      log.warn("{} handled message(s) of \"{}\" whose ack kept failing were released to the queue and are"
           + " delivered again", released.size(), queue);
       return;
     } catch (RuntimeException e) {
@@ -228,7 +228,7 @@ final class AckBatcher {
       retryLater(ack, "hand-back", failure);
       return;
     }
-    log.error("could neither ack nor hand back {} handled message(s) of \"{}\"{}", ack.receipts.size(), queue,
+    log.error("could neither ack nor release {} handled message(s) of \"{}\"{}", ack.receipts.size(), queue,
         context.unsettledFate(), failure);
   }
 

@@ -85,7 +85,7 @@ final class Claimer {
     }
   }
 
-  /** Whether claims still put messages to work; a claim that returns after this hands its messages back. */
+  /** Whether claims still put messages to work; a claim that returns after this releases its messages. */
   boolean running() {
     return running;
   }
@@ -110,8 +110,8 @@ final class Claimer {
       while (claimsInFlight > 0) {
         long remaining = deadline - System.nanoTime();
         if (remaining <= 0) {
-          // Stuck in the database: the claim hands its messages back itself when it returns.
-          log.warn("subscriber of \"{}\" closes with {} claim(s) still running; their messages are handed back"
+          // Stuck in the database: the claim releases its messages itself when it returns.
+          log.warn("subscriber of \"{}\" closes with {} claim(s) still running; their messages are released"
               + " when they return", queue, claimsInFlight);
           break;
         }
@@ -204,7 +204,7 @@ final class Claimer {
     }
     if (!running) {
       slots.release(wanted);
-      handBackClaimedWhileClosing(claimed);
+      releaseClaimedWhileClosing(claimed);
       return found;
     }
     slots.release(wanted - claimed.size());
@@ -219,12 +219,12 @@ final class Claimer {
     return found;
   }
 
-  private void handBackClaimedWhileClosing(List<ClaimedMessage> claimed) {
+  private void releaseClaimedWhileClosing(List<ClaimedMessage> claimed) {
     if (claimed.isEmpty()) {
       return;
     }
     try {
-      context.handedBack.addAndGet(context.store.release(claimed).size());
+      context.released.addAndGet(context.store.release(claimed).size());
     } catch (RuntimeException e) {
       log.warn("could not hand {} message(s) of \"{}\" claimed during close back{}", claimed.size(), queue,
           context.unsettledFate(), e);

@@ -100,8 +100,8 @@ public final class ConsumerPipeline {
     return context.deadLettered.get();
   }
 
-  public long handedBack() {
-    return context.handedBack.get();
+  public long released() {
+    return context.released.get();
   }
 
   /** The name prefix of the shared threads this pipeline runs on. */
@@ -120,7 +120,7 @@ public final class ConsumerPipeline {
   }
 
   /**
-   * Stops claiming, waits for the claims in flight, hands the buffered (claimed, not started) messages back, lets the
+   * Stops claiming, waits for the claims in flight, releases the buffered (claimed, not started) messages, lets the
    * running handlers finish within {@code timeout}, flushes their acks and returns; releases the shared threads.
    *
    * @return whether every running handler finished within the timeout
@@ -134,7 +134,7 @@ public final class ConsumerPipeline {
     long deadline = System.nanoTime() + timeout.toNanos();
     boolean finishedInTime = false;
     try {
-      // A claim that returns from now on hands its messages back itself, so handlers and claims are awaited together.
+      // A claim that returns from now on releases its messages itself, so handlers and claims are awaited together.
       finishedInTime = handlers.shutDown(deadline);
       claimer.awaitClaims(deadline);
     } catch (InterruptedException e) {
@@ -155,10 +155,10 @@ public final class ConsumerPipeline {
         context.unstarted.add(message);
       }
     }
-    housekeeping.handBackUnstarted();
+    housekeeping.releaseUnstarted();
     context.threads.release();
-    log.info("subscriber of \"{}\" closed: {} acked, {} failed, {} handed back unstarted", context.queue,
-        context.acked.get(), context.failed.get(), context.handedBack.get());
+    log.info("subscriber of \"{}\" closed: {} acked, {} failed, {} released unstarted", context.queue,
+        context.acked.get(), context.failed.get(), context.released.get());
     return finishedInTime;
   }
 }

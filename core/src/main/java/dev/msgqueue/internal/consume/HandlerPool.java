@@ -14,7 +14,7 @@ import org.slf4j.Logger;
  * The handler room: up to {@code concurrency} threads of this subscriber run the handler on the ready messages,
  * started while messages wait and ended when idle. A handled message goes to the {@link AckBatcher}; a failed one to
  * the retry policy (through a housekeeping round), or is left to its mode; one that waited past half its lease, or
- * comes up while closing, is not started and is handed back.
+ * comes up while closing, is not started and is released.
  */
 final class HandlerPool {
   private static final Logger log = PipelineContext.LOG;
@@ -46,7 +46,7 @@ final class HandlerPool {
     handlers.allowCoreThreadTimeOut(true);
   }
 
-  /** From now on a message that comes up is not started but handed back. */
+  /** From now on a message that comes up is not started but released. */
   void stopStarting() {
     stopping = true;
   }
@@ -72,7 +72,7 @@ final class HandlerPool {
       try {
         handlers.execute(this::handleReady);
       } catch (RejectedExecutionException e) {
-        // Only after close() stopped the handlers; close() hands the messages back.
+        // Only after close() stopped the handlers; close() releases the messages.
         busyHandlerThreads.decrementAndGet();
       }
     }
@@ -112,7 +112,7 @@ final class HandlerPool {
     long leaseNanos = context.leaseNanos;
     try {
       if (stopping || (context.lease != null && System.nanoTime() - entry.claimedNanos > leaseNanos / 2)) {
-        // Closing, or it waited so long that its lease could run out while it runs: not started, handed back.
+        // Closing, or it waited so long that its lease could run out while it runs: not started, released.
         context.unstarted.add(entry);
         housekeeping.requestHousekeeping();
         return;

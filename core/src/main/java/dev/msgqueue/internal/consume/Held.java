@@ -2,7 +2,7 @@ package dev.msgqueue.internal.consume;
 
 import dev.msgqueue.ClaimedMessage;
 
-/** A claimed message from its claim until it is acked, fails or is handed back. */
+/** A claimed message from its claim until it is acked, fails or is released. */
 final class Held {
   /** The current receipt: replaced only by a lease renewal, under the receipts write lock. */
   volatile ClaimedMessage receipt;

@@ -36,11 +36,11 @@ final class PipelineContext {
   final long leaseNanos;
   final boolean retries;
 
-  /** Every message claimed and not yet acked, failed or handed back, by id. */
+  /** Every message claimed and not yet acked, failed or released, by id. */
   final Map<Long, Held> held = new ConcurrentHashMap<>();
   /** Claimed messages waiting for a handler. */
   final ConcurrentLinkedQueue<Held> ready = new ConcurrentLinkedQueue<>();
-  /** Claimed messages that will not be started: handed back by the next housekeeping round or by close. */
+  /** Claimed messages that will not be started: released by the next housekeeping round or by close. */
   final ConcurrentLinkedQueue<Held> unstarted = new ConcurrentLinkedQueue<>();
   /** Failed handlers waiting for the retry policy (retries only): settled by a housekeeping round or by close. */
   final ConcurrentLinkedQueue<Failure> failures = new ConcurrentLinkedQueue<>();
@@ -56,7 +56,7 @@ final class PipelineContext {
   final AtomicLong wakeups = new AtomicLong();
   final AtomicLong acked = new AtomicLong();
   final AtomicLong failed = new AtomicLong();
-  final AtomicLong handedBack = new AtomicLong();
+  final AtomicLong released = new AtomicLong();
   final AtomicLong deadLettered = new AtomicLong();
   final AtomicInteger largestAck = new AtomicInteger();
 

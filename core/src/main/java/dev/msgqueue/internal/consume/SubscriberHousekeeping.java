@@ -19,7 +19,7 @@ import org.slf4j.Logger;
 
 /**
  * The housekeeping room: one subscriber's rounds, which never overlap. A round makes the due attempts of failed acks,
- * hands back messages claimed but not started, settles failed handlers with the retry policy, renews the leases of
+ * releases messages claimed but not started, settles failed handlers with the retry policy, renews the leases of
  * running handlers (lease mode) and keeps the queue alive once per keep-alive interval. A round runs when asked for
  * and when the next one is due.
  */
@@ -115,7 +115,7 @@ final class SubscriberHousekeeping {
   private long housekeepingRound() {
     long nextAckRetry = acks.hasFailedAcks() ? acks.retryFailedAcksLocked() : NEVER;
     if (!context.unstarted.isEmpty()) {
-      handBackUnstarted();
+      releaseUnstarted();
     }
     if (!context.failures.isEmpty()) {
       settleFailures();
@@ -188,7 +188,7 @@ final class SubscriberHousekeeping {
   }
 
   /** Releases the messages claimed but never started, so any consumer can claim them at once. */
-  void handBackUnstarted() {
+  void releaseUnstarted() {
     List<ClaimedMessage> batch = new ArrayList<>();
     Held entry;
     while ((entry = context.unstarted.poll()) != null) {
@@ -200,7 +200,7 @@ final class SubscriberHousekeeping {
     for (int from = 0; from < batch.size(); from += context.batchSize) {
       List<ClaimedMessage> part = batch.subList(from, Math.min(batch.size(), from + context.batchSize));
       try {
-        context.handedBack.addAndGet(context.store.release(part).size());
+        context.released.addAndGet(context.store.release(part).size());
       } catch (RuntimeException e) {
         log.warn("could not hand {} unstarted message(s) of \"{}\" back{}", part.size(), context.queue,
             context.unsettledFate(), e);
