@@ -600,19 +600,8 @@ record ScaleScenario(ScaleSettings settings) implements Scenario {
         .from(table(name("pg_catalog", "pg_stat_activity")))
         .where(field(name("datname"), String.class).eq(function("current_database", SQLDataType.VARCHAR)))
         .fetch(0, Integer.class);
-    long ticks = 0;
-    for (int pid : pids) {
-      try {
-        String stat = Files.readString(Path.of("/proc", Integer.toString(pid), "stat"));
-        String[] fields = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
-        // utime and stime: fields 14 and 15 of stat, 12 and 13 after the command name.
-        ticks += Long.parseLong(fields[11]) + Long.parseLong(fields[12]);
-      } catch (IOException | RuntimeException e) {
-        return -1;
-      }
-    }
-    // USER_HZ is 100 on every Linux the server could run on here.
-    return ticks * 10;
+    long nanos = BenchSql.backendCpuNanos(pids);
+    return nanos < 0 ? -1 : nanos / 1_000_000;
   }
 
   private static long processCpuNanos() {
