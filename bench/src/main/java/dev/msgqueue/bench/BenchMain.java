@@ -207,7 +207,9 @@ public final class BenchMain {
               contention.cellSeconds(), contention.warmupSeconds(), startedAt.toString().substring(0, 10)));
         }
         ScaleScenario.ScaleResult scale = (ScaleScenario.ScaleResult) results.get(ScaleScenario.ID);
-        if (scale != null) {
+        // The chart wants every curve but the housekeeping tick; --scale-cells may have left some out.
+        if (scale != null && !scale.backlog().isEmpty() && !scale.queues().isEmpty()
+            && !scale.idleSubscribers().isEmpty()) {
           ScaleChart.write(resultsDir.resolve(ScaleScenario.CHART_PNG), scale, String.format(Locale.ROOT,
               "%s, %s cores, %s; scale %s; load average %.2f at start; %s", machine.get("cpuModel"),
               machine.get("availableProcessors"), shortVersion(database.settings().get("version")), scale.form(),

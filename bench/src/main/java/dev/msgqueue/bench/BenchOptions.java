@@ -72,6 +72,7 @@ record BenchOptions(
       "  --sustained SECONDS     length of each sustained run (default 20; quick 1)",
       "  --scale short|long      the scale scenario's sizes: short (default, backlogs up to 1M messages, a few",
       "                          minutes) or long (adds the 10M-message backlog: about 15 GB of disk, longer)",
+      "  --scale-cells CURVES    only these curves of the scale scenario: backlog,queues,housekeeping,subscribers",
       "  --scenarios IDS         run only these: publish-contention,batching,reaper-race,end-to-end,drain,",
       "                          sustained,drain-repeat,scale",
       "  --quick                 tiny sizes (the CI smoke test; its figures mean nothing)",
@@ -108,6 +109,7 @@ record BenchOptions(
     List<String> scenarioIds = List.of();
     ScaleSettings scale = quick ? ScaleSettings.QUICK : ScaleSettings.SHORT;
     List<String> drainCells = List.of();
+    List<String> scaleCells = List.of();
     for (int i = 0; i < args.length; i++) {
       String arg = args[i];
       switch (arg) {
@@ -138,11 +140,18 @@ record BenchOptions(
           }
           scale = quick ? ScaleSettings.QUICK : ScaleSettings.named(form);
         }
+        case "--scale-cells" -> scaleCells = List.of(value(args, ++i, arg).split(","));
         case "--drain-cells" -> drainCells = List.of(value(args, ++i, arg).split(","));
         case "--scenarios" -> scenarioIds = List.of(value(args, ++i, arg).split(","));
         case "--reaper-race" -> reaperRace = reaperRace.withRunLength(seconds(value(args, ++i, arg), arg));
         default -> throw new UsageException("unknown option " + arg + System.lineSeparator() + USAGE);
       }
+    }
+    if (!scaleCells.isEmpty()) {
+      if (!ScaleSettings.CELLS.containsAll(scaleCells)) {
+        throw new UsageException("--scale-cells takes some of " + ScaleSettings.CELLS + ", was " + scaleCells);
+      }
+      scale = scale.withCells(java.util.Set.copyOf(scaleCells));
     }
     if (cellDuration.isZero()) {
       throw new UsageException("--duration must be positive");

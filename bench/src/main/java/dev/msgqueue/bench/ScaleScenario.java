@@ -110,7 +110,9 @@ record ScaleScenario(ScaleSettings settings) implements Scenario {
 
   @Override
   public int steps() {
-    return settings.backlogs().size() + 2 * settings.queueCounts().size() + 1 + 1 + settings.subscriberCounts().size();
+    return (runs("backlog") ? settings.backlogs().size() : 0)
+        + (runs("queues") ? 2 * settings.queueCounts().size() + 1 : 0) + (runs("housekeeping") ? 1 : 0)
+        + (runs("subscribers") ? settings.subscriberCounts().size() : 0);
   }
 
   @Override
@@ -132,37 +134,46 @@ record ScaleScenario(ScaleSettings settings) implements Scenario {
   public Result run(BenchContext context) throws Exception {
     BenchDatabase database = context.database();
     List<BacklogRow> backlogRows = new ArrayList<>();
-    for (int backlog : settings.backlogs()) {
+    for (int backlog : runs("backlog") ? settings.backlogs() : List.<Integer>of()) {
       context.step(String.format(Locale.ROOT, "scale: backlog of %,d messages", backlog));
       backlogRows.add(backlog(database, backlog));
     }
     List<QueuesRow> queueRows = new ArrayList<>();
     int defaultTracked = MsgQueueConfig.defaults().maxTrackedQueues();
-    for (int queues : settings.queueCounts()) {
+    List<Integer> queueCounts = runs("queues") ? settings.queueCounts() : List.of();
+    for (int queues : queueCounts) {
       context.step(String.format(Locale.ROOT, "scale: publish to %,d queues, library keep-alive", queues));
       queueRows.add(queues(database, queues, THROUGHPUT, MsgQueueConfig.defaults().keepAliveInterval(),
           defaultTracked));
     }
     int most = settings.queueCounts().get(settings.queueCounts().size() - 1);
-    if (most > defaultTracked) {
+    if (most > defaultTracked && runs("queues")) {
       context.step(String.format(Locale.ROOT, "scale: publish to %,d queues, tracking all", most));
       queueRows.add(queues(database, most, TRACKING_ALL, MsgQueueConfig.defaults().keepAliveInterval(), most));
     }
-    for (int queues : settings.queueCounts()) {
+    for (int queues : queueCounts) {
       context.step(String.format(Locale.ROOT, "scale: publish to %,d queues, keep-alive every %d ms", queues,
           settings.keepAliveInterval().toMillis()));
       queueRows.add(queues(database, queues, WRITES, settings.keepAliveInterval(), defaultTracked));
     }
-    context.step(String.format(Locale.ROOT, "scale: housekeeping over %,d idle queues, %,d expired messages",
-        settings.idleQueues(), settings.expiredMessages()));
-    HousekeepingRow housekeeping = housekeeping(database);
+    HousekeepingRow housekeeping = null;
+    if (runs("housekeeping")) {
+      context.step(String.format(Locale.ROOT, "scale: housekeeping over %,d idle queues, %,d expired messages",
+          settings.idleQueues(), settings.expiredMessages()));
+      housekeeping = housekeeping(database);
+    }
     List<SubscribersRow> subscriberRows = new ArrayList<>();
-    for (int subscribers : settings.subscriberCounts()) {
+    for (int subscribers : runs("subscribers") ? settings.subscriberCounts() : List.<Integer>of()) {
       context.step(String.format(Locale.ROOT, "scale: %,d idle subscribers", subscribers));
       subscriberRows.add(idleSubscribers(database, subscribers));
     }
     database.reset();
     return new ScaleResult(settings.form(), backlogRows, queueRows, housekeeping, subscriberRows);
+  }
+
+  /** Whether this run includes {@code curve} ({@code --scale-cells}). */
+  private boolean runs(String curve) {
+    return settings.cells().contains(curve);
   }
 
   // ---------------------------------------------------------------- backlog
@@ -272,11 +283,15 @@ record ScaleScenario(ScaleSettings settings) implements Scenario {
     }
     MsgQueueConfig config = MsgQueueConfig.builder().keepAliveInterval(interval)
         .reapIdleThreshold(Duration.ofHours(2)).maxTrackedQueues(maxTracked).build();
-    KeepAliveCounter counter = new KeepAliveCounter();
+    StatementCounter counter = new StatementCounter();
+    logQueueRowWrites(control);
     AtomicLongArray published = new AtomicLongArray(queues);
     AtomicLong failures = new AtomicLong();
     double seconds;
     long messages;
+    long serverCpuNanos;
+    long clientCpuNanos;
+    long clientCpuBefore = processCpuNanos();
     try (HikariDataSource pool = pool(database, "scale-queues", settings.publishThreads() + 2)) {
       DSLContext counted = DSL.using(new DefaultConfiguration().set(pool).set(SQLDialect.POSTGRES)
           .set(new DefaultExecuteListenerProvider(counter)));
@@ -307,10 +322,15 @@ record ScaleScenario(ScaleSettings settings) implements Scenario {
       running.set(false);
       done.await();
       seconds = (System.nanoTime() - start) / 1e9;
+      // The pool's backends were started for this cell: their whole CPU time is the cell's.
+      serverCpuNanos = sessionCpuNanos(control, "scale-queues");
+      clientCpuNanos = processCpuNanos() - clientCpuBefore;
     }
     awaitNoOtherSessions(database);
     database.flushStatistics();
     BenchSql.ParentRowCounters written = BenchSql.parentRowCounters(control).minus(before);
+    QueueRowWrites logged = QueueRowWrites.read(control);
+    stopLoggingQueueRowWrites(control);
     messages = 0;
     int distinct = 0;
     for (int i = 0; i < queues; i++) {
@@ -319,52 +339,69 @@ record ScaleScenario(ScaleSettings settings) implements Scenario {
     }
     double intervals = seconds / (interval.toNanos() / 1e9);
     return new QueuesRow(queues, variant, maxTracked, settings.publishThreads(), seconds, messages, messages / seconds, failures.get(),
-        distinct, interval.toMillis(), intervals, counter.statements.get(), counter.writes.get(), written.updates(),
-        counter.maxWritesOfOneQueue(), counter.minGapMillis());
+        distinct, interval.toMillis(), intervals, counter.keepAlives.get(), logged.writes(), written.updates(),
+        logged.mostOfOneQueue(), logged.shortestGapMillis(), counter.all.get() / (double) Math.max(1, messages),
+        counter.notifies.get() / (double) Math.max(1, messages), serverCpuNanos / 1e3 / Math.max(1, messages),
+        clientCpuNanos / 1e3 / Math.max(1, messages));
   }
 
-  /** Counts the keep-alive statements a repository runs, the rows they write, and the gaps between one queue's writes. */
-  private static final class KeepAliveCounter implements ExecuteListener {
+  /**
+   * Counts the statements a repository runs: all of them, its keep-alives (alone, or embedded in the publish's insert)
+   * and its wake-up notifications.
+   */
+  private static final class StatementCounter implements ExecuteListener {
     private static final long serialVersionUID = 1L;
-    final AtomicLong statements = new AtomicLong();
-    final AtomicLong writes = new AtomicLong();
-    private final ConcurrentHashMap<String, long[]> lastWriteAndCount = new ConcurrentHashMap<>();
-    private final AtomicLong minGapNanos = new AtomicLong(Long.MAX_VALUE);
+    final AtomicLong all = new AtomicLong();
+    final AtomicLong keepAlives = new AtomicLong();
+    final AtomicLong notifies = new AtomicLong();
 
     @Override
     public void executeEnd(ExecuteContext ctx) {
       String sql = ctx.sql();
-      if (sql == null || !sql.startsWith("update \"MessageQueue\"")) {
+      if (sql == null) {
         return;
       }
-      statements.incrementAndGet();
-      if (ctx.rows() <= 0) {
-        return;
+      all.incrementAndGet();
+      if (sql.contains("pg_notify")) {
+        notifies.incrementAndGet();
       }
-      writes.addAndGet(ctx.rows());
-      // The queue name is the statement's one text bind value.
-      String name = ctx.query() == null ? null : ctx.query().getBindValues().stream()
-          .filter(String.class::isInstance).map(String.class::cast).findFirst().orElse(null);
-      if (name == null) {
-        return;
+      if (sql.contains("update \"MessageQueue\"")) {
+        keepAlives.incrementAndGet();
       }
-      long now = System.nanoTime();
-      lastWriteAndCount.compute(name, (key, previous) -> {
-        if (previous == null) {
-          return new long[] {now, 1};
-        }
-        minGapNanos.accumulateAndGet(now - previous[0], Math::min);
-        return new long[] {now, previous[1] + 1};
-      });
     }
+  }
 
-    long maxWritesOfOneQueue() {
-      return lastWriteAndCount.values().stream().mapToLong(value -> value[1]).max().orElse(0);
-    }
+  /**
+   * Every write of a queue row's {@code "lastActive"} during a cell, logged by the server (a trigger of the benchmark's
+   * own, on its own database): the keep-alive can be part of the publish's insert, whose row count is the messages',
+   * so the client cannot tell which statements wrote. Plain SQL: jOOQ has no DDL for PL/pgSQL triggers.
+   */
+  private static void logQueueRowWrites(DSLContext control) {
+    control.execute("create table if not exists bench_last_active_writes (name varchar not null,"
+        + " at timestamptz not null default clock_timestamp())");
+    control.execute("create or replace function bench_log_last_active() returns trigger language plpgsql as $$"
+        + " begin insert into bench_last_active_writes (name) values (new.name); return new; end $$");
+    control.execute("create or replace trigger bench_last_active_written after update of \"lastActive\""
+        + " on \"MessageQueue\" for each row when (new.\"lastActive\" is distinct from old.\"lastActive\")"
+        + " execute function bench_log_last_active()");
+  }
 
-    double minGapMillis() {
-      long gap = minGapNanos.get();
-      return gap == Long.MAX_VALUE ? -1 : gap / 1e6;
+  /** Drops what {@link #logQueueRowWrites} created, so that no other cell pays for the trigger. */
+  private static void stopLoggingQueueRowWrites(DSLContext control) {
+    control.execute("drop trigger bench_last_active_written on \"MessageQueue\"");
+    control.execute("drop function bench_log_last_active()");
+    control.execute("drop table bench_last_active_writes");
+  }
+
+  /** What {@link #logQueueRowWrites} logged: writes, the most of one queue, the shortest gap between two of one. */
+  private record QueueRowWrites(long writes, long mostOfOneQueue, double shortestGapMillis) {
+    static QueueRowWrites read(DSLContext control) {
+      org.jooq.Record3<Long, Long, Double> row = control.fetchSingle(
+          "select count(*), coalesce(max(n), 0), coalesce(min(gap_ms), -1) from (select count(*) over (partition by"
+              + " name) as n, extract(epoch from at - lag(at) over (partition by name order by at)) * 1000 as gap_ms"
+              + " from bench_last_active_writes) w").into(DSL.field("c", Long.class), DSL.field("m", Long.class),
+          DSL.field("g", Double.class));
+      return new QueueRowWrites(row.value1(), row.value2(), row.value3());
     }
   }
 
@@ -604,6 +641,14 @@ record ScaleScenario(ScaleSettings settings) implements Scenario {
     return nanos < 0 ? -1 : nanos / 1_000_000;
   }
 
+  /** The CPU time of the backends of the sessions named {@code applicationName}, since each started. */
+  private static long sessionCpuNanos(DSLContext control, String applicationName) {
+    return BenchSql.backendCpuNanos(control.select(field(name("pid"), Integer.class))
+        .from(table(name("pg_catalog", "pg_stat_activity")))
+        .where(field(name("application_name"), String.class).eq(applicationName))
+        .fetch(0, Integer.class));
+  }
+
   private static long processCpuNanos() {
     return ((com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean())
         .getProcessCpuTime();
@@ -720,7 +765,9 @@ record ScaleScenario(ScaleSettings settings) implements Scenario {
 
   record QueuesRow(int queues, String variant, int maxTrackedQueues, int threads, double seconds, long messages, double messagesPerSecond, long failures,
       int queuesPublished, long keepAliveIntervalMillis, double intervals, long keepAliveStatements,
-      long keepAliveWrites, long serverQueueRowUpdates, long maxWritesOfOneQueue, double minGapBetweenWritesMillis) {
+      long keepAliveWrites, long serverQueueRowUpdates, long maxWritesOfOneQueue, double minGapBetweenWritesMillis,
+      double statementsPerPublish, double notificationsPerPublish, double serverCpuMicrosPerMessage,
+      double clientCpuMicrosPerMessage) {
     double keepAliveStatementsPerPublish() {
       return keepAliveStatements / (double) Math.max(1, messages);
     }
@@ -756,27 +803,32 @@ record ScaleScenario(ScaleSettings settings) implements Scenario {
           + " metrics bound (the gauges' read); gauge err: the gauges' total against the exact total");
       out.println();
       out.println("queues (publish to random existing auto-deleted queues)");
-      out.printf(Locale.ROOT, "%9s %13s %9s %11s %7s %9s %11s %15s %13s %10s %13s %11s%n", "queues", "variant",
-          "tracked", "keep-alive", "threads", "msg/s", "queues hit", "keep-alive/pub", "writes (srv)", "intervals",
-          "max writes/q", "min gap ms");
+      out.printf(Locale.ROOT, "%9s %13s %9s %11s %7s %9s %11s %15s %13s %10s %13s %11s %10s %10s %12s %12s%n",
+          "queues", "variant", "tracked", "keep-alive", "threads", "msg/s", "queues hit", "keep-alive/pub",
+          "writes (srv)", "intervals", "max writes/q", "min gap ms", "stmts/pub", "notify/pub", "server us/msg",
+          "client us/msg");
       for (QueuesRow r : queues) {
-        out.printf(Locale.ROOT, "%,9d %13s %,9d %9.1f s %7d %9.0f %,11d %15.3f %13d %10.1f %13d %11.0f%n", r.queues(),
+        out.printf(Locale.ROOT, "%,9d %13s %,9d %9.1f s %7d %9.0f %,11d %15.3f %13d %10.1f %13d %11.0f %10.3f %10.3f"
+                + " %12.0f %12.0f%n", r.queues(),
             r.variant(), r.maxTrackedQueues(), r.keepAliveIntervalMillis() / 1000.0, r.threads(),
             r.messagesPerSecond(), r.queuesPublished(), r.keepAliveStatementsPerPublish(), r.serverQueueRowUpdates(),
-            r.intervals(), r.maxWritesOfOneQueue(), r.minGapBetweenWritesMillis());
+            r.intervals(), r.maxWritesOfOneQueue(), r.minGapBetweenWritesMillis(), r.statementsPerPublish(),
+            r.notificationsPerPublish(), r.serverCpuMicrosPerMessage(), r.clientCpuMicrosPerMessage());
       }
       out.println();
       HousekeepingRow h = housekeeping;
-      out.printf(Locale.ROOT, "housekeeping tick over %,d idle queues and %,d expired messages: %s, %.2f s, %,.0f rows/s,"
-              + " reaped %,d queues, cleanup deleted %,d messages, longest row-locking transaction %.0f ms%n",
-          h.idleQueues(), h.expiredMessages(), h.outcome(), h.tickSeconds(), h.rowsPerSecond(), h.reapedQueues(),
-          h.deletedMessages(), h.longestTransactionMillis());
-      out.printf(Locale.ROOT, "  publish p50/p99 %.2f / %.2f ms without a tick (%d), %.2f / %.2f ms during (%d)%n",
-          h.publishP50WithoutMillis(), h.publishP99WithoutMillis(), h.publishesWithout(), h.publishP50DuringMillis(),
-          h.publishP99DuringMillis(), h.publishesDuring());
-      out.printf(Locale.ROOT, "  claim   p50/p99 %.2f / %.2f ms without a tick (%d), %.2f / %.2f ms during (%d)%n",
-          h.claimP50WithoutMillis(), h.claimP99WithoutMillis(), h.claimsWithout(), h.claimP50DuringMillis(),
-          h.claimP99DuringMillis(), h.claimsDuring());
+      if (h != null) {
+        out.printf(Locale.ROOT, "housekeeping tick over %,d idle queues and %,d expired messages: %s, %.2f s, %,.0f rows/s,"
+                + " reaped %,d queues, cleanup deleted %,d messages, longest row-locking transaction %.0f ms%n",
+            h.idleQueues(), h.expiredMessages(), h.outcome(), h.tickSeconds(), h.rowsPerSecond(), h.reapedQueues(),
+            h.deletedMessages(), h.longestTransactionMillis());
+        out.printf(Locale.ROOT, "  publish p50/p99 %.2f / %.2f ms without a tick (%d), %.2f / %.2f ms during (%d)%n",
+            h.publishP50WithoutMillis(), h.publishP99WithoutMillis(), h.publishesWithout(), h.publishP50DuringMillis(),
+            h.publishP99DuringMillis(), h.publishesDuring());
+        out.printf(Locale.ROOT, "  claim   p50/p99 %.2f / %.2f ms without a tick (%d), %.2f / %.2f ms during (%d)%n",
+            h.claimP50WithoutMillis(), h.claimP99WithoutMillis(), h.claimsWithout(), h.claimP50DuringMillis(),
+            h.claimP99DuringMillis(), h.claimsDuring());
+      }
       out.println();
       out.println("idle subscribers (one queue each, one pool of " + SUBSCRIBER_POOL + ", one WakeupListener)");
       out.printf(Locale.ROOT, "%11s %10s %11s %11s %8s %22s%n", "subscribers", "server tx/s", "client CPU",
@@ -796,7 +848,9 @@ record ScaleScenario(ScaleSettings settings) implements Scenario {
       lines.add("curve,x,metric,value");
       backlog.forEach(r -> add(lines, "backlog", Integer.toString(r.messages()), r));
       queues.forEach(r -> add(lines, "queues", r.queues() + "-" + r.variant(), r));
-      add(lines, "housekeeping", Integer.toString(housekeeping.idleQueues()), housekeeping);
+      if (housekeeping != null) {
+        add(lines, "housekeeping", Integer.toString(housekeeping.idleQueues()), housekeeping);
+      }
       idleSubscribers.forEach(r -> add(lines, "idle_subscribers", Integer.toString(r.subscribers()), r));
       Files.write(file, lines);
     }

@@ -2,6 +2,7 @@ package dev.msgqueue.bench;
 
 import java.time.Duration;
 import java.util.List;
+import java.util.Set;
 
 /**
  * The sizes of the scale scenario: {@link #SHORT} by default (a few minutes), {@link #LONG} with {@code --scale long}
@@ -21,6 +22,7 @@ import java.util.List;
  * @param settle how long subscribers run before the idle measurement
  * @param idleFor how long the idle measurement lasts
  * @param deliveries messages published to random queues for the delivery latency of each idle-subscriber cell
+ * @param cells the curves to run ({@link #CELLS}: all by default, a subset with {@code --scale-cells})
  */
 record ScaleSettings(
     String form,
@@ -36,7 +38,11 @@ record ScaleSettings(
     List<Integer> subscriberCounts,
     Duration settle,
     Duration idleFor,
-    int deliveries) {
+    int deliveries,
+    Set<String> cells) {
+
+  /** The scale scenario's curves, as {@code --scale-cells} names them. */
+  static final Set<String> CELLS = Set.of("backlog", "queues", "housekeeping", "subscribers");
 
   /**
    * Idle means after the idle poll has backed off: with a WakeupListener it doubles from the poll interval (1 s) to
@@ -48,13 +54,13 @@ record ScaleSettings(
 
   static final ScaleSettings QUICK = new ScaleSettings("quick", List.of(2_000, 20_000), 1_000, 20, List.of(10, 200),
       4, Duration.ofMillis(600), Duration.ofMillis(200), 500, 5_000, List.of(1, 5), Duration.ofMillis(300),
-      Duration.ofMillis(500), 5);
+      Duration.ofMillis(500), 5, CELLS);
   static final ScaleSettings SHORT = new ScaleSettings("short", List.of(10_000, 1_000_000), 20_000, 300,
       List.of(10, 10_000, 100_000), 8, Duration.ofSeconds(6), Duration.ofSeconds(2), 100_000, 1_000_000,
-      List.of(1, 100, 1_000), IDLE_SETTLE, IDLE_WINDOW, 50);
+      List.of(1, 100, 1_000), IDLE_SETTLE, IDLE_WINDOW, 50, CELLS);
   static final ScaleSettings LONG = new ScaleSettings("long", List.of(10_000, 1_000_000, 10_000_000), 20_000, 300,
       List.of(10, 10_000, 100_000), 8, Duration.ofSeconds(10), Duration.ofSeconds(2), 100_000, 1_000_000,
-      List.of(1, 100, 1_000), IDLE_SETTLE, IDLE_WINDOW, 100);
+      List.of(1, 100, 1_000), IDLE_SETTLE, IDLE_WINDOW, 100, CELLS);
 
   static ScaleSettings named(String form) {
     return switch (form) {
@@ -62,5 +68,11 @@ record ScaleSettings(
       case "long" -> LONG;
       default -> throw new IllegalArgumentException(form);
     };
+  }
+
+  /** These sizes, running only {@code only} of the {@link #CELLS}. */
+  ScaleSettings withCells(Set<String> only) {
+    return new ScaleSettings(form, backlogs, hotQueueMessages, claimSamples, queueCounts, publishThreads, publishFor,
+        keepAliveInterval, idleQueues, expiredMessages, subscriberCounts, settle, idleFor, deliveries, Set.copyOf(only));
   }
 }
