@@ -396,12 +396,11 @@ record ScaleScenario(ScaleSettings settings) implements Scenario {
   /** What {@link #logQueueRowWrites} logged: writes, the most of one queue, the shortest gap between two of one. */
   private record QueueRowWrites(long writes, long mostOfOneQueue, double shortestGapMillis) {
     static QueueRowWrites read(DSLContext control) {
-      org.jooq.Record3<Long, Long, Double> row = control.fetchSingle(
+      org.jooq.Record row = control.fetchSingle(
           "select count(*), coalesce(max(n), 0), coalesce(min(gap_ms), -1) from (select count(*) over (partition by"
               + " name) as n, extract(epoch from at - lag(at) over (partition by name order by at)) * 1000 as gap_ms"
-              + " from bench_last_active_writes) w").into(DSL.field("c", Long.class), DSL.field("m", Long.class),
-          DSL.field("g", Double.class));
-      return new QueueRowWrites(row.value1(), row.value2(), row.value3());
+              + " from bench_last_active_writes) w");
+      return new QueueRowWrites(row.get(0, Long.class), row.get(1, Long.class), row.get(2, Double.class));
     }
   }
 
