@@ -63,12 +63,13 @@ class PublisherIT {
         .filter(sql -> sql.startsWith(start) && sql.contains(fragment)).count();
   }
 
+  /** Keep-alive statements: alone (in a caller's transaction), or inside the autocommit insert. */
   private long keepAliveWrites() {
-    return count("update", "\"messagequeue\"");
+    return count("", "update \"messagequeue\"");
   }
 
   private long inserts() {
-    return count("insert into", "\"messagequeueitem\"");
+    return count("", "insert into \"messagequeueitem\"");
   }
 
   @Test
@@ -82,6 +83,8 @@ class PublisherIT {
 
     assertThat(keepAliveWrites()).as("keep-alive writes").isEqualTo(1);
     assertThat(inserts()).as("inserts").isEqualTo(5);
+    assertThat(statements).as("the keep-alive rides in the first insert: one statement per publish").hasSize(5);
+    assertThat(count("with \"kept_alive\"", "insert into \"messagequeueitem\"")).isEqualTo(1);
     assertThat(count("insert into", "for key share")).as("autocommit uses the plain insert").isZero();
     assertThat(rows.itemsOf("pub-keep-alive")).isEqualTo(5);
   }

@@ -23,8 +23,9 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The publish algorithm behind the repository's {@code publish} and {@code publishBatch}:
- * the keep-alive (at most one write of the queue's {@code "lastActive"} per interval), the insert chosen by the
- * connection's autocommit mode, the heal of a reaped auto-deleted queue, and the wake-up.
+ * the keep-alive (at most one write of the queue's {@code "lastActive"} per interval; in autocommit part of the
+ * insert statement, {@link PublishStatements#insertItemsKeepingAlive}), the insert chosen by the connection's
+ * autocommit mode, the heal of a reaped auto-deleted queue, and the wake-up.
  *
  * <p>One per repository; its views share it, and with it the keep-alive and wake-up throttles and the repository's own
  * context.
@@ -95,10 +96,20 @@ public final class Publisher {
 
   private List<Long> publishOn(
       DSLContext on, boolean autoCommit, QueueSpec spec, List<JSONB> payloads, Duration delay, Duration ttl) {
-    if (keepAlive.tryPass(spec.name())) {
-      writeKeepAlive(on, autoCommit, spec.name());
+    boolean keepAliveDue = keepAlive.tryPass(spec.name());
+    if (keepAliveDue && !autoCommit) {
+      writeKeepAliveOutsideTransaction(on, spec.name());
     }
-    List<Long> ids = insertIfQueueExists(on, autoCommit, spec.name(), payloads, delay, ttl);
+    List<Long> ids;
+    try {
+      ids = insertIfQueueExists(on, autoCommit, keepAliveDue, spec.name(), payloads, delay, ttl);
+    } catch (RuntimeException e) {
+      if (keepAliveDue && autoCommit) {
+        // The keep-alive went down with the insert: the queue's next publish writes it.
+        keepAlive.forget(spec.name());
+      }
+      throw e;
+    }
     if (ids.isEmpty()) {
       if (!spec.autoDeleted()) {
         keepAlive.forget(spec.name());
@@ -167,16 +178,19 @@ public final class Publisher {
 
   /**
    * The fast path: inserts into an existing queue, or returns no ids if the queue is missing. The statement depends on
-   * the connection: in autocommit the plain insert (whose 23503 aborts nothing else), inside a transaction one that
-   * cannot raise 23503 at all.
+   * the connection: in autocommit the plain insert (whose 23503 aborts nothing else), carrying the keep-alive when
+   * {@code keepAliveDue} so that it costs no statement of its own; inside a transaction one that cannot raise 23503
+   * at all (its keep-alive was written outside the transaction before).
    */
-  private static List<Long> insertIfQueueExists(
-      DSLContext on, boolean autoCommit, String queue, List<JSONB> payloads, Duration delay, Duration ttl) {
+  private List<Long> insertIfQueueExists(DSLContext on, boolean autoCommit, boolean keepAliveDue, String queue,
+      List<JSONB> payloads, Duration delay, Duration ttl) {
     if (!autoCommit) {
       return PublishStatements.insertItemsIfQueueExists(on, queue, payloads, delay, ttl);
     }
     try {
-      return PublishStatements.insertItems(on, queue, payloads, delay, ttl);
+      return keepAliveDue
+          ? PublishStatements.insertItemsKeepingAlive(on, queue, payloads, delay, ttl, config.keepAliveInterval())
+          : PublishStatements.insertItems(on, queue, payloads, delay, ttl);
     } catch (DataAccessException e) {
       if (PublishStatements.isMissingQueue(e)) {
         return List.of();
@@ -204,14 +218,14 @@ public final class Publisher {
   }
 
   /**
-   * Before the insert, so that if it fails no message has been committed behind the caller's back (autocommit). In a
-   * caller's transaction it is written in autocommit on the repository's own connection, so the caller's transaction
-   * never holds the queue row.
+   * The keep-alive of a publish inside a caller's transaction, before its insert: written in autocommit on the
+   * repository's own connection, so the caller's transaction never holds the queue row (in it only if there is no
+   * such connection).
    */
-  private void writeKeepAlive(DSLContext on, boolean autoCommit, String queue) {
+  private void writeKeepAliveOutsideTransaction(DSLContext on, String queue) {
     Duration interval = config.keepAliveInterval();
     try {
-      if (autoCommit || !onOwnConnection(own -> QueueStatements.keepAliveIfStale(own, queue, interval))) {
+      if (!onOwnConnection(own -> QueueStatements.keepAliveIfStale(own, queue, interval))) {
         QueueStatements.keepAliveIfStale(on, queue, interval);
       }
     } catch (RuntimeException e) {

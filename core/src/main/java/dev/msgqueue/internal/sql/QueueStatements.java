@@ -14,6 +14,7 @@ import java.util.function.Function;
 import org.jooq.Condition;
 import org.jooq.DSLContext;
 import org.jooq.InsertOnDuplicateSetMoreStep;
+import org.jooq.UpdateConditionStep;
 
 /**
  * The statements on the queue row ({@code "MessageQueue"}), with the locks each takes (the lock table of every
@@ -76,15 +77,26 @@ public final class QueueStatements {
    * @return 1 if it wrote the row, else 0
    */
   public static int keepAliveIfStale(DSLContext ctx, String queue, Duration maxAge) {
-    return keepAlive(ctx, queue, row -> row.LAST_ACTIVE.isNull().or(row.LAST_ACTIVE.lt(utcNowMinus(maxAge))));
+    return keepAliveIfStaleUpdate(ctx, queue, maxAge).execute();
+  }
+
+  /**
+   * The {@link #keepAliveIfStale} statement, unexecuted: the autocommit publish embeds it in its insert
+   * ({@link PublishStatements#insertItemsKeepingAlive}).
+   */
+  static UpdateConditionStep<MessageQueueRecord> keepAliveIfStaleUpdate(
+      DSLContext ctx, String queue, Duration maxAge) {
+    return keepAliveUpdate(ctx, queue,
+        row -> row.LAST_ACTIVE.isNull().or(row.LAST_ACTIVE.lt(utcNowMinus(maxAge))));
   }
 
   /** Like {@link #keepAliveIfStale} whatever the row's age: a consumer's explicit keep-alive. */
   public static int keepAlive(DSLContext ctx, String queue) {
-    return keepAlive(ctx, queue, row -> noCondition());
+    return keepAliveUpdate(ctx, queue, row -> noCondition()).execute();
   }
 
-  private static int keepAlive(DSLContext ctx, String queue, Function<MessageQueue, Condition> due) {
+  private static UpdateConditionStep<MessageQueueRecord> keepAliveUpdate(
+      DSLContext ctx, String queue, Function<MessageQueue, Condition> due) {
     MessageQueue locked = Q.as("locked");
     return ctx.update(Q)
         .set(Q.LAST_ACTIVE, utcNow())
@@ -93,8 +105,7 @@ public final class QueueStatements {
             .where(locked.NAME.eq(queue))
             .and(due.apply(locked))
             .forNoKeyUpdate()
-            .skipLocked()))
-        .execute();
+            .skipLocked()));
   }
 
   /** Whether the queue row exists; a plain read that takes no lock and waits for none. */
