@@ -207,7 +207,7 @@ public final class Publisher {
    */
   private void wakeUp(DSLContext on, boolean autoCommit, String queue) {
     try {
-      wakeups.published(on, queue);
+      wakeups.published(on, queue, autoCommit);
     } catch (RuntimeException e) {
       if (!autoCommit) {
         throw e;

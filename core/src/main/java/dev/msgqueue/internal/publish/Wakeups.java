@@ -14,10 +14,13 @@ import org.jooq.DSLContext;
  * sends one (never one per message), and none when disabled. A publish inside the window relies on the earlier
  * notification, on the subscribers' follow-up claim after a wake-up, and on their polling. A notification sent in a
  * transaction that rolls back is lost along with its messages; the window still counts it (the next window notifies).
+ * Autocommit publishes' notifications of different queues are further batched into one statement ({@link
+ * WakeupBatcher}).
  */
 public final class Wakeups {
   // One notification per queue per window: the same bounded throttle as the keep-alive.
   private final IntervalThrottle throttle;
+  private final WakeupBatcher batcher = new WakeupBatcher();
 
   private Wakeups(IntervalThrottle throttle) {
     this.throttle = throttle;
@@ -28,10 +31,18 @@ public final class Wakeups {
         ? new IntervalThrottle(config.wakeupWindow(), config.maxTrackedQueues()) : null);
   }
 
-  /** Called after messages were inserted into {@code queue} through {@code ctx}. */
-  public void published(DSLContext ctx, String queue) {
+  /**
+   * Called after messages were inserted into {@code queue} through {@code ctx}. In autocommit the notification is
+   * batched with other queues' ({@link WakeupBatcher}); inside a caller's transaction it is sent in that transaction,
+   * so that it is delivered at its commit and not at all if it rolls back.
+   */
+  public void published(DSLContext ctx, String queue, boolean autoCommit) {
     if (throttle != null && throttle.tryPass(queue)) {
-      NotifyStatements.notifyWakeup(ctx, queue);
+      if (autoCommit) {
+        batcher.send(ctx, queue);
+      } else {
+        NotifyStatements.notifyWakeup(ctx, queue);
+      }
     }
   }
 }

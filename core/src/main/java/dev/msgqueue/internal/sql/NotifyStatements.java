@@ -1,13 +1,18 @@
 package dev.msgqueue.internal.sql;
 
+import static org.jooq.impl.DSL.field;
 import static org.jooq.impl.DSL.function;
 import static org.jooq.impl.DSL.inline;
+import static org.jooq.impl.DSL.name;
+import static org.jooq.impl.DSL.unnest;
 import static org.jooq.impl.DSL.val;
 
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.util.Collection;
 import org.jooq.DSLContext;
+import org.jooq.Field;
 import org.jooq.impl.SQLDataType;
 
 /**
@@ -28,6 +33,22 @@ public final class NotifyStatements {
    */
   public static void notifyWakeup(DSLContext ctx, String queue) {
     ctx.select(function("pg_notify", SQLDataType.OTHER, inline(CHANNEL), val(queue))).execute();
+  }
+
+  /**
+   * Sends one {@code NOTIFY msgqueue_wakeup, '<queue>'} per queue of {@code queues}, in one statement and so in one
+   * transaction: {@code SELECT pg_notify('msgqueue_wakeup', q.name) FROM unnest(?::varchar[]) q(name)}. One commit,
+   * taking the notification lock once, for all of them.
+   */
+  public static void notifyWakeups(DSLContext ctx, Collection<String> queues) {
+    if (queues.size() == 1) {
+      notifyWakeup(ctx, queues.iterator().next());
+      return;
+    }
+    Field<String> queue = field(name("q", "name"), SQLDataType.VARCHAR);
+    ctx.select(function("pg_notify", SQLDataType.OTHER, inline(CHANNEL), queue))
+        .from(unnest(val(queues.toArray(new String[0]), SQLDataType.VARCHAR.getArrayDataType())).as("q", "name"))
+        .execute();
   }
 
   /** Subscribes {@code connection} (in autocommit) to the wake-up channel. */
