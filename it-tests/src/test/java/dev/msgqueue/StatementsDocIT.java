@@ -84,6 +84,7 @@ class StatementsDocIT {
     QueueRows rows = new QueueRows(db.dsl());
     MsgQueueRepository setup = MsgQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
     setup.bindQueue(QueueSpec.durable("orders"));
+    setup.bindQueue(QueueSpec.autoDeleted("kept-alive-in-tx"));
     Configuration capturing = new DefaultConfiguration()
         .set(db.dataSource())
         .set(SQLDialect.POSTGRES)
@@ -98,14 +99,18 @@ class StatementsDocIT {
     QueueSpec events = QueueSpec.autoDeleted("events");
     RetryPolicy policy = RetryPolicy.builder("orders-dead-letters").maxDeliveries(2).build();
 
-    queues.publish(orders, "{}");                                    // keep-alive, then the coalesced insert
+    queues.publish(orders, "{}");                                    // the coalesced insert, carrying the keep-alive
+    queues.publish(orders, "{}");                                    // the plain insert: no keep-alive due
     queues.publish(events, "{}");                                    // heal in autocommit
     queues.publishBatch(orders, List.of("{}", "{}", "{}", "{}", "{}", "{}", "{}", "{}"));
     queues.bindQueue(events);
     queues.keepAlive("events");
+    // The wake-ups of concurrent autocommit publishes to several queues, batched into one statement.
+    dev.msgqueue.internal.sql.NotifyStatements.notifyWakeups(capturing.dsl(), List.of("orders", "events"));
     capturing.dsl().transaction(tx -> {
       TransactionalQueue inTransaction = queues.inTransaction(tx.dsl());
       inTransaction.publish(orders, "{}");                           // publish in a caller's transaction
+      inTransaction.publish(QueueSpec.autoDeleted("kept-alive-in-tx"), "{}"); // its keep-alive, outside it
       inTransaction.publish(QueueSpec.autoDeleted("healed-in-tx"), "{}");
     });
 
