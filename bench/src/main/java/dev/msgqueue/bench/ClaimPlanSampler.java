@@ -7,13 +7,10 @@ import static org.jooq.impl.DSL.name;
 import static org.jooq.impl.DSL.table;
 
 import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
-import java.sql.Connection;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.jooq.DSLContext;
 import org.jooq.Query;
-import org.jooq.SQLDialect;
-import org.jooq.impl.DSL;
 import org.jooq.impl.SQLDataType;
 
 /**
@@ -23,7 +20,7 @@ import org.jooq.impl.SQLDataType;
  * take rows from the consumers and write to the table): the same index walk over the same dead entries. Progress is
  * read from {@code n_tup_del}, which the drain's backends report about once a second.
  */
-final class ClaimPlanSampler implements AutoCloseable {
+final class ClaimPlanSampler extends SamplingSession {
   private static final Pattern BUFFERS = Pattern.compile("Buffers: shared hit=(\\d+)(?: read=(\\d+))?");
   private static final Pattern EXECUTION = Pattern.compile("Execution Time: ([0-9.]+) ms");
   private static final long POLL_MILLIS = 100;
@@ -33,50 +30,28 @@ final class ClaimPlanSampler implements AutoCloseable {
     static final Sample NONE = new Sample(Double.NaN, -1, Double.NaN, "");
   }
 
-  private final Connection connection;
   private final DSLContext session;
-  private final int pid;
   private final int messages;
-  private final Thread thread;
   private volatile Sample early = Sample.NONE;
   private volatile Sample late = Sample.NONE;
-  private volatile Exception failure;
 
   ClaimPlanSampler(BenchDatabase database, int messages) throws Exception {
-    this.connection = database.connect();
-    this.session = DSL.using(connection, SQLDialect.POSTGRES);
-    this.pid = BenchSql.backendPid(session);
+    super(database, "claim-plan-sampler");
+    this.session = session();
     this.messages = messages;
-    this.thread = new Thread(this::sample, "claim-plan-sampler");
-    thread.setDaemon(true);
   }
 
-  /** The sampler's backend, whose CPU time is not the drain's. */
-  int pid() {
-    return pid;
-  }
-
-  ClaimPlanSampler start() {
-    thread.start();
-    return this;
-  }
-
-  private void sample() {
-    try {
-      long deletedBefore = deleted();
-      early = explain(0);
-      while (!Thread.currentThread().isInterrupted()) {
-        Thread.sleep(POLL_MILLIS);
-        double share = (double) (deleted() - deletedBefore) / messages;
-        if (share >= 0.75) {
-          late = explain(share);
-          return;
-        }
+  @Override
+  void sample() throws InterruptedException {
+    long deletedBefore = deleted();
+    early = explain(0);
+    while (!Thread.currentThread().isInterrupted()) {
+      Thread.sleep(POLL_MILLIS);
+      double share = (double) (deleted() - deletedBefore) / messages;
+      if (share >= 0.75) {
+        late = explain(share);
+        return;
       }
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-    } catch (Exception e) {
-      failure = e;
     }
   }
 
@@ -114,15 +89,5 @@ final class ClaimPlanSampler implements AutoCloseable {
   /** The sample at three quarters deleted, or {@link Sample#NONE} if the drain ended between two polls. */
   Sample late() {
     return late;
-  }
-
-  @Override
-  public void close() throws Exception {
-    thread.interrupt();
-    thread.join(10_000);
-    connection.close();
-    if (failure != null) {
-      throw failure;
-    }
   }
 }

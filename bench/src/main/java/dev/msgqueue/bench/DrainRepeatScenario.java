@@ -206,7 +206,12 @@ final class DrainRepeatScenario implements Scenario {
           + " table and its indexes after the drain; early/late: one claim search (EXPLAIN ANALYZE), buffers and ms, late"
           + " at the share of the preload already deleted;"
           + " run/client/walsync/lwl: the drain's backends on average running, waiting for their client (or idle in"
-          + " the pool), waiting for WAL I/O (commit flushes), waiting for a lightweight lock (sampled every 5 ms).");
+          + " the pool), waiting for WAL I/O (commit flushes), waiting for a lightweight lock (sampled every 20 ms).");
+    }
+
+    /** A count for a CSV cell: empty where not measured (negative). */
+    private static String csvCount(long count) {
+      return count < 0 ? "" : Long.toString(count);
     }
 
     private static String sample(ClaimPlanSampler.Sample sample, boolean withShare) {
@@ -226,22 +231,23 @@ final class DrainRepeatScenario implements Scenario {
           + "checkpoints,backend_buffer_writes,heap_blocks_hit,heap_blocks_read,index_blocks_hit,index_blocks_read,"
           + "table_bytes_before,index_bytes_before,table_bytes_after,index_bytes_after,early_claim_buffers,"
           + "early_claim_ms,late_claim_deleted_share,late_claim_buffers,late_claim_ms,backends_running,"
-          + "backends_client,backends_wal_io,backends_lwlock,backend_states");
+          + "backends_client,backends_wal_io,backends_lwlock");
       List<String> plans = new ArrayList<>();
       for (Run r : runs) {
         DrainDiagnostics.Counters d = r.during();
         lines.add(String.format(Locale.ROOT,
-            "%s,%d,%d,%d,%.3f,%.1f,%s,%s,%d,%b,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%.3f,%.3f,%d,%.3f,"
-                + "%.3f,%.3f,%.3f,%.3f,\"%s\"",
+            "%s,%d,%d,%d,%.3f,%.1f,%s,%s,%d,%b,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%s,%s,%s,%s,"
+                + "%.3f,%.3f,%.3f,%.3f",
             r.consumer(), r.concurrency(), r.run(), r.messages(), r.seconds(), r.messagesPerSecond(),
             DrainScenario.csvMicros(r.clientCpuMicrosPerMessage()),
             DrainScenario.csvMicros(r.serverCpuMicrosPerMessage()), r.left(), r.drained(), d.walBytes(),
             d.walRecords(), d.walFullPageImages(), d.walBuffersFull(), d.walFiles(), d.checkpoints(),
             d.backendBufferWrites(), d.heapBlocksHit(), d.heapBlocksRead(), d.indexBlocksHit(),
             d.indexBlocksRead(), r.before().tableBytes(), r.before().indexBytes(), d.tableBytes(), d.indexBytes(),
-            r.early().sharedBuffers(), r.early().milliseconds(), r.late().deletedShare(), r.late().sharedBuffers(),
-            r.late().milliseconds(), r.backends(DrainWaitSampler.RUNNING), r.backends("Client:"),
-            r.backends("IO:WAL"), r.backends("LWLock:"), r.backendStates()));
+            csvCount(r.early().sharedBuffers()), DrainScenario.csvMicros(r.early().milliseconds()),
+            DrainScenario.csvMicros(r.late().deletedShare()), csvCount(r.late().sharedBuffers()),
+            DrainScenario.csvMicros(r.late().milliseconds()), r.backends(DrainWaitSampler.RUNNING),
+            r.backends("Client:"), r.backends("IO:WAL"), r.backends("LWLock:")));
         plans.add("-- " + r.consumer() + " x" + r.concurrency() + ", run " + r.run() + ", early\n" + r.early().plan());
         plans.add("-- " + r.consumer() + " x" + r.concurrency() + ", run " + r.run() + ", late\n" + r.late().plan());
       }

@@ -5,14 +5,11 @@ import static org.jooq.impl.DSL.function;
 import static org.jooq.impl.DSL.name;
 import static org.jooq.impl.DSL.table;
 
-import java.sql.Connection;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
-import org.jooq.DSLContext;
 import org.jooq.Field;
 import org.jooq.Record3;
-import org.jooq.SQLDialect;
 import org.jooq.impl.DSL;
 import org.jooq.impl.SQLDataType;
 
@@ -23,70 +20,47 @@ import org.jooq.impl.SQLDataType;
  * at commit {@code IO:WALSync}, a lightweight lock such as {@code LWLock:WALWrite} or a buffer's content lock). The
  * shares split a drain's wall time between the server's work, the client's and waits, which rates alone cannot.
  */
-final class DrainWaitSampler implements AutoCloseable {
+final class DrainWaitSampler extends SamplingSession {
   static final String RUNNING = "running";
-  private static final long INTERVAL_MILLIS = 5;
+  private static final long INTERVAL_MILLIS = 20;
 
-  private final Connection connection;
-  private final DSLContext session;
-  private final int pid;
   private final List<Integer> notTheDrain;
-  private final Thread thread;
   private final Map<String, Long> samplesByState = new TreeMap<>();
   private long rounds;
-  private volatile Exception failure;
 
   /** @param notTheDrain backends of this database that are not the drain's (the control session, other samplers) */
   DrainWaitSampler(BenchDatabase database, List<Integer> notTheDrain) throws Exception {
-    this.connection = database.connect();
-    this.session = DSL.using(connection, SQLDialect.POSTGRES);
-    this.pid = BenchSql.backendPid(session);
+    super(database, "drain-wait-sampler");
     this.notTheDrain = notTheDrain;
-    this.thread = new Thread(this::sample, "drain-wait-sampler");
-    thread.setDaemon(true);
   }
 
-  int pid() {
-    return pid;
-  }
-
-  DrainWaitSampler start() {
-    thread.start();
-    return this;
-  }
-
-  private void sample() {
+  @Override
+  void sample() throws InterruptedException {
     Field<String> type = field(name("wait_event_type"), String.class);
     Field<String> event = field(name("wait_event"), String.class);
     Field<String> state = field(name("state"), String.class);
-    try {
-      while (!Thread.currentThread().isInterrupted()) {
-        // The drain's pool opens after the sampler starts: rounds before the first backend appears do not count.
-        boolean any = false;
-        for (Record3<String, String, String> backend : session.select(type, event, state)
-            .from(table(name("pg_catalog", "pg_stat_activity")))
-            .where(field(name("datname"), String.class).eq(DSL.currentCatalog()))
-            .and(field(name("pid"), Integer.class).ne(function("pg_backend_pid", SQLDataType.INTEGER)))
-            .and(field(name("pid"), Integer.class).notIn(notTheDrain))
-            .fetch()) {
-          any = true;
-          String what = backend.value1() != null ? backend.value1() + ":" + backend.value2()
-              : "active".equals(backend.value3()) ? RUNNING : String.valueOf(backend.value3());
-          synchronized (samplesByState) {
-            samplesByState.merge(what, 1L, Long::sum);
-          }
+    while (!Thread.currentThread().isInterrupted()) {
+      // The drain's pool opens after the sampler starts: rounds before the first backend appears do not count.
+      boolean any = false;
+      for (Record3<String, String, String> backend : session().select(type, event, state)
+          .from(table(name("pg_catalog", "pg_stat_activity")))
+          .where(field(name("datname"), String.class).eq(DSL.currentCatalog()))
+          .and(field(name("pid"), Integer.class).ne(function("pg_backend_pid", SQLDataType.INTEGER)))
+          .and(field(name("pid"), Integer.class).notIn(notTheDrain))
+          .fetch()) {
+        any = true;
+        String what = backend.value1() != null ? backend.value1() + ":" + backend.value2()
+            : "active".equals(backend.value3()) ? RUNNING : String.valueOf(backend.value3());
+        synchronized (samplesByState) {
+          samplesByState.merge(what, 1L, Long::sum);
         }
-        if (any) {
-          synchronized (samplesByState) {
-            rounds++;
-          }
-        }
-        Thread.sleep(INTERVAL_MILLIS);
       }
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-    } catch (Exception e) {
-      failure = e;
+      if (any) {
+        synchronized (samplesByState) {
+          rounds++;
+        }
+      }
+      Thread.sleep(INTERVAL_MILLIS);
     }
   }
 
@@ -101,15 +75,5 @@ final class DrainWaitSampler implements AutoCloseable {
       samplesByState.forEach((what, count) -> averages.put(what, (double) count / Math.max(1, rounds)));
     }
     return averages;
-  }
-
-  @Override
-  public void close() throws Exception {
-    thread.interrupt();
-    thread.join(10_000);
-    connection.close();
-    if (failure != null) {
-      throw failure;
-    }
   }
 }
