@@ -8,6 +8,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 
 /**
  * Scenario 7: whether consumption speed stays in a long-lived JVM. The same preloaded count is drained {@value #RUNS}
@@ -65,10 +66,27 @@ final class DrainRepeatScenario implements Scenario {
         context.step(String.format(Locale.ROOT, "drain-repeat: %s x%d, run %d of %d", cell.consumer(),
             cell.concurrency(), run, RUNS));
         DrainScenario.preload(database, cell, messages);
-        DrainScenario.Row row = drains.drain(database, cell, messages);
+        DrainDiagnostics.Counters before = DrainDiagnostics.read(database.control(), database.serverVersionNum());
+        DrainScenario.Row row;
+        ClaimPlanSampler.Sample early;
+        ClaimPlanSampler.Sample late;
+        Map<String, Double> backendStates;
+        try (ClaimPlanSampler sampler = new ClaimPlanSampler(database, messages);
+             DrainWaitSampler waits = new DrainWaitSampler(database,
+                 List.of(sampler.pid(), BenchSql.backendPid(database.control())))) {
+          sampler.start();
+          waits.start();
+          row = drains.drain(database, cell, messages, List.of(sampler.pid(), waits.pid()));
+          early = sampler.early();
+          late = sampler.late();
+          backendStates = waits.averageBackends();
+        }
+        awaitOnlyControlSession(database);
+        DrainDiagnostics.Counters during =
+            DrainDiagnostics.read(database.control(), database.serverVersionNum()).minus(before);
         runs.add(new Run(cell.consumer(), cell.concurrency(), run, row.messages(), row.seconds(),
             row.messagesPerSecond(), row.clientCpuMicrosPerMessage(), row.serverCpuMicrosPerMessage(), row.left(),
-            row.drained()));
+            row.drained(), before, during, early, late, backendStates));
       }
     }
     List<Spread> spreads = new ArrayList<>();
@@ -83,9 +101,43 @@ final class DrainRepeatScenario implements Scenario {
     return new DrainRepeatResult(messages, RUNS, TARGET_SLOWEST_OVER_FASTEST, runs, spreads);
   }
 
-  /** One measured drain, with its CPU per message on the client (loops only) and on the server. */
+  /**
+   * Waits until the drain's backends have exited: a backend reports its block counters when it exits, so only then
+   * do the counters read next include the whole drain.
+   */
+  private static void awaitOnlyControlSession(BenchDatabase database) throws InterruptedException {
+    long deadline = System.nanoTime() + 10_000_000_000L;
+    while (!BenchSql.otherBackends(database.control()).isEmpty()) {
+      if (System.nanoTime() > deadline) {
+        throw new IllegalStateException("the drain's backends did not exit within 10 s");
+      }
+      Thread.sleep(5);
+    }
+  }
+
+  /**
+   * One measured drain, with its CPU per message on the client (loops only) and on the server, the server's counters
+   * after the preload ({@code before}: the sizes) and their change during the drain ({@code during}), and one
+   * claim's search explained early and late in the drain.
+   */
   record Run(String consumer, int concurrency, int run, long messages, double seconds, double messagesPerSecond,
-      double clientCpuMicrosPerMessage, double serverCpuMicrosPerMessage, long left, boolean drained) { }
+      double clientCpuMicrosPerMessage, double serverCpuMicrosPerMessage, long left, boolean drained,
+      DrainDiagnostics.Counters before, DrainDiagnostics.Counters during, ClaimPlanSampler.Sample early,
+      ClaimPlanSampler.Sample late, Map<String, Double> backendStates) {
+    /** The average number of the drain's backends whose state starts with {@code prefix}. */
+    double backends(String prefix) {
+      return backendStates.entrySet().stream().filter(e -> e.getKey().startsWith(prefix))
+          .mapToDouble(Map.Entry::getValue).sum();
+    }
+
+    double walBytesPerMessage() {
+      return (double) during.walBytes() / Math.max(1, messages);
+    }
+
+    double blocksPerMessage() {
+      return (double) during.blocks() / Math.max(1, messages);
+    }
+  }
 
   /** A consumer's fastest and slowest run, and whether the slowest is within the target of the fastest. */
   record Spread(String consumer, int concurrency, double fastestMessagesPerSecond, double slowestMessagesPerSecond,
@@ -117,6 +169,7 @@ final class DrainRepeatScenario implements Scenario {
         out.println(line);
       }
       out.println("cpu us/msg: client (consuming threads; loops only) / server (the drain's backends) per message.");
+      printDiagnostics(out);
       for (Spread spread : spreads) {
         out.printf(Locale.ROOT, "%s x%d: fastest %.0f, slowest %.0f msg/s, slowest/fastest %.2f (target >= %.2f: %s)%n",
             spread.consumer(), spread.concurrency(), spread.fastestMessagesPerSecond(),
@@ -124,18 +177,82 @@ final class DrainRepeatScenario implements Scenario {
       }
     }
 
+    /**
+     * Per run, what the server did for it: WAL bytes, full-page images and WAL segment files; checkpoints and writes
+     * by backends; buffer accesses of the item table; index size after the drain; one claim search early and late.
+     */
+    private void printDiagnostics(PrintStream out) {
+      String header = String.format(Locale.ROOT, "%-17s %3s %7s %7s %8s %7s %5s %5s %6s %8s %8s %7s %7s %13s %17s %23s",
+          "consumer", "run", "msg/s", "srv us", "WAL B/m", "FPI", "wfull", "segs", "ckpt", "heap b/m", "idx b/m",
+          "tbl MB", "idx MB", "early bufs/ms", "late at bufs/ms",
+          "run/client/walsync/lwl");
+      out.println();
+      out.println(header);
+      out.println("-".repeat(header.length()));
+      for (Run r : runs) {
+        DrainDiagnostics.Counters d = r.during();
+        out.printf(Locale.ROOT, "%-17s %3d %7.0f %7.1f %8.0f %7d %5d %5d %6d %8.2f %8.2f %7.1f %7.1f %13s %17s %23s%n",
+            r.consumer() + " x" + r.concurrency(), r.run(), r.messagesPerSecond(), r.serverCpuMicrosPerMessage(),
+            r.walBytesPerMessage(), d.walFullPageImages(), d.walBuffersFull(), d.walFiles(), d.checkpoints(),
+            (double) (d.heapBlocksHit() + d.heapBlocksRead()) / Math.max(1, r.messages()),
+            (double) (d.indexBlocksHit() + d.indexBlocksRead()) / Math.max(1, r.messages()),
+            d.tableBytes() / 1048576.0, d.indexBytes() / 1048576.0, sample(r.early(), false), sample(r.late(), true),
+            String.format(Locale.ROOT, "%.2f/%.2f/%.2f/%.2f", r.backends(DrainWaitSampler.RUNNING),
+                r.backends("Client:"), r.backends("IO:WAL"), r.backends("LWLock:")));
+      }
+      out.println("srv us: server CPU us/msg; WAL B/m: WAL bytes per message (server-wide); FPI: full-page images;"
+          + " wfull: waits for a full WAL buffer; segs: change in pg_wal's file count; ckpt: checkpoints during the"
+          + " drain; heap/idx b/m: item table and index buffer accesses (hit + read) per message; tbl/idx MB: the item"
+          + " table and its indexes after the drain; early/late: one claim search (EXPLAIN ANALYZE), buffers and ms, late"
+          + " at the share of the preload already deleted;"
+          + " run/client/walsync/lwl: the drain's backends on average running, waiting for their client (or idle in"
+          + " the pool), waiting for WAL I/O (commit flushes), waiting for a lightweight lock (sampled every 20 ms).");
+    }
+
+    /** A count for a CSV cell: empty where not measured (negative). */
+    private static String csvCount(long count) {
+      return count < 0 ? "" : Long.toString(count);
+    }
+
+    private static String sample(ClaimPlanSampler.Sample sample, boolean withShare) {
+      if (sample.sharedBuffers() < 0) {
+        return "-";
+      }
+      String buffersAndMillis = String.format(Locale.ROOT, "%d/%.2f", sample.sharedBuffers(), sample.milliseconds());
+      return withShare ? String.format(Locale.ROOT, "%.0f%% %s", sample.deletedShare() * 100, buffersAndMillis)
+          : buffersAndMillis;
+    }
+
     @Override
     public void writeCsv(Path file) throws IOException {
       List<String> lines = new ArrayList<>();
       lines.add("consumer,concurrency,run,messages,seconds,messages_per_second,client_cpu_us_per_message,"
-          + "server_cpu_us_per_message,left,drained");
+          + "server_cpu_us_per_message,left,drained,wal_bytes,wal_records,wal_fpi,wal_buffers_full,wal_files_change,"
+          + "checkpoints,backend_buffer_writes,heap_blocks_hit,heap_blocks_read,index_blocks_hit,index_blocks_read,"
+          + "table_bytes_before,index_bytes_before,table_bytes_after,index_bytes_after,early_claim_buffers,"
+          + "early_claim_ms,late_claim_deleted_share,late_claim_buffers,late_claim_ms,backends_running,"
+          + "backends_client,backends_wal_io,backends_lwlock");
+      List<String> plans = new ArrayList<>();
       for (Run r : runs) {
-        lines.add(String.format(Locale.ROOT, "%s,%d,%d,%d,%.3f,%.1f,%s,%s,%d,%b", r.consumer(), r.concurrency(),
-            r.run(), r.messages(), r.seconds(), r.messagesPerSecond(),
+        DrainDiagnostics.Counters d = r.during();
+        lines.add(String.format(Locale.ROOT,
+            "%s,%d,%d,%d,%.3f,%.1f,%s,%s,%d,%b,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%s,%s,%s,%s,"
+                + "%.3f,%.3f,%.3f,%.3f",
+            r.consumer(), r.concurrency(), r.run(), r.messages(), r.seconds(), r.messagesPerSecond(),
             DrainScenario.csvMicros(r.clientCpuMicrosPerMessage()),
-            DrainScenario.csvMicros(r.serverCpuMicrosPerMessage()), r.left(), r.drained()));
+            DrainScenario.csvMicros(r.serverCpuMicrosPerMessage()), r.left(), r.drained(), d.walBytes(),
+            d.walRecords(), d.walFullPageImages(), d.walBuffersFull(), d.walFiles(), d.checkpoints(),
+            d.backendBufferWrites(), d.heapBlocksHit(), d.heapBlocksRead(), d.indexBlocksHit(),
+            d.indexBlocksRead(), r.before().tableBytes(), r.before().indexBytes(), d.tableBytes(), d.indexBytes(),
+            csvCount(r.early().sharedBuffers()), DrainScenario.csvMicros(r.early().milliseconds()),
+            DrainScenario.csvMicros(r.late().deletedShare()), csvCount(r.late().sharedBuffers()),
+            DrainScenario.csvMicros(r.late().milliseconds()), r.backends(DrainWaitSampler.RUNNING),
+            r.backends("Client:"), r.backends("IO:WAL"), r.backends("LWLock:")));
+        plans.add("-- " + r.consumer() + " x" + r.concurrency() + ", run " + r.run() + ", early\n" + r.early().plan());
+        plans.add("-- " + r.consumer() + " x" + r.concurrency() + ", run " + r.run() + ", late\n" + r.late().plan());
       }
       Files.write(file, lines);
+      Files.write(file.resolveSibling("drain-repeat-claim-plans.txt"), plans);
     }
   }
 }

@@ -178,6 +178,14 @@ final class DrainScenario implements Scenario {
 
   /** Drains the preloaded table with {@code cell}'s consumer, on a pool of its own. */
   Row drain(BenchDatabase database, Cell cell, int messages) throws Exception {
+    return drain(database, cell, messages, List.of());
+  }
+
+  /**
+   * {@link #drain(BenchDatabase, Cell, int)}, with {@code observers}: backends of this database that watch the drain
+   * (a plan sampler, say) and whose CPU time is not the drain's.
+   */
+  Row drain(BenchDatabase database, Cell cell, int messages, List<Integer> observers) throws Exception {
     HikariConfig poolConfig = new HikariConfig();
     poolConfig.setJdbcUrl(database.url());
     poolConfig.setMaximumPoolSize(cell.concurrency() + 2);
@@ -193,7 +201,9 @@ final class DrainScenario implements Scenario {
       };
       double seconds = (System.nanoTime() - started) / 1e9;
       // The pool's backends started with it, so their CPU time so far is the cell's (connection setup included).
-      long serverCpuNanos = BenchSql.backendCpuNanos(BenchSql.otherBackends(database.control()));
+      List<Integer> backends = new ArrayList<>(BenchSql.otherBackends(database.control()));
+      backends.removeAll(observers);
+      long serverCpuNanos = BenchSql.backendCpuNanos(backends);
       long left = cell.consumer().equals(PGMQ_SHAPE) ? PgmqShape.rowsLeft(database.control())
           : database.control().fetchCount(MESSAGE_QUEUE_ITEM);
       double cpuMicrosPerMessage = isSubscriber(cell) ? Double.NaN

@@ -139,6 +139,12 @@ class BenchSmokeTest {
       assertThat(run.path("drained").asBoolean()).as("drained: %s", run).isTrue();
       assertThat(run.path("messages").asLong()).as("messages of %s", run).isEqualTo(2_000);
       assertThat(run.path("left").asLong()).as("left of %s", run).isZero();
+      // The diagnostics saw the drain: its WAL, the item table's buffer accesses, a claim search as it started and
+      // the drain's backends.
+      assertThat(run.path("during").path("walBytes").asLong()).as("WAL of %s", run).isPositive();
+      assertThat(run.path("during").path("heapBlocksHit").asLong()).as("heap blocks of %s", run).isPositive();
+      assertThat(run.path("early").path("sharedBuffers").asLong()).as("early claim of %s", run).isPositive();
+      assertThat(run.path("backendStates").size()).as("backend states of %s", run).isPositive();
     }
     JsonNode spreads = repeated.path("spreads");
     assertThat(spreads).hasSize(DrainRepeatScenario.CELLS.size());
