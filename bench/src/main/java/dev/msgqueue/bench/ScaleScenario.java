@@ -372,15 +372,16 @@ record ScaleScenario(ScaleSettings settings) implements Scenario {
   }
 
   /**
-   * Every write of a queue row's {@code "lastActive"} during a cell, logged by the server (a trigger of the benchmark's
-   * own, on its own database): the keep-alive can be part of the publish's insert, whose row count is the messages',
-   * so the client cannot tell which statements wrote. Plain SQL: jOOQ has no DDL for PL/pgSQL triggers.
+   * Every write of a queue row's {@code "lastActive"} during a cell, with the value written, logged by the server (a
+   * trigger of the benchmark's own, on its own database): the keep-alive can be part of the publish's insert, whose
+   * row count is the messages', so the client cannot tell which statements wrote. Plain SQL: jOOQ has no DDL for
+   * PL/pgSQL triggers.
    */
   private static void logQueueRowWrites(DSLContext control) {
     control.execute("create table if not exists bench_last_active_writes (name varchar not null,"
-        + " at timestamptz not null default clock_timestamp())");
+        + " at timestamp(3) not null)");
     control.execute("create or replace function bench_log_last_active() returns trigger language plpgsql as $$"
-        + " begin insert into bench_last_active_writes (name) values (new.name); return new; end $$");
+        + " begin insert into bench_last_active_writes values (new.name, new.\"lastActive\"); return new; end $$");
     control.execute("create or replace trigger bench_last_active_written after update of \"lastActive\""
         + " on \"MessageQueue\" for each row when (new.\"lastActive\" is distinct from old.\"lastActive\")"
         + " execute function bench_log_last_active()");
@@ -393,7 +394,10 @@ record ScaleScenario(ScaleSettings settings) implements Scenario {
     control.execute("drop table bench_last_active_writes");
   }
 
-  /** What {@link #logQueueRowWrites} logged: writes, the most of one queue, the shortest gap between two of one. */
+  /**
+   * What {@link #logQueueRowWrites} logged: writes, the most of one queue, the shortest gap between two of one (between
+   * the {@code "lastActive"} values written, which is what the keep-alive's age condition compares).
+   */
   private record QueueRowWrites(long writes, long mostOfOneQueue, double shortestGapMillis) {
     static QueueRowWrites read(DSLContext control) {
       org.jooq.Record row = control.fetchSingle(
