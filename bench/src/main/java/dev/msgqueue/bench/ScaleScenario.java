@@ -99,7 +99,7 @@ record ScaleScenario(ScaleSettings settings) implements Scenario {
   /**
    * Messages delivered before an idle-subscriber cell's settle. Without them its first deliveries are the JVM's first
    * publishes, claims that find messages and handler starts (class loading, interpreted code): in two loaded runs the
-   * first 10 took a median of 58 and 73 ms against 22 and 14 ms for the later ones, so with 50 deliveries the p99
+   * first 10 took a median of 58 and 73 ms against 23 and 17 ms for the other 190, so with 50 deliveries the p99
    * was one of them. A service has published and consumed before it goes quiet.
    */
   private static final int WARMUP_DELIVERIES = 200;
