@@ -31,8 +31,7 @@ import org.jooq.impl.SQLDataType;
  * <ul>
  *   <li>{@link #insertItems} (autocommit) and {@link #insertItemsIfQueueExists} (in a caller's transaction): FOR KEY
  *       SHARE on the queue row, the lock the foreign-key check takes. KEY SHARE conflicts only with FOR UPDATE (a
- *       delete), so publishers never block each other, nor the keep-alive write. {@link #insertItemsAndWakeUp}, the
- *       autocommit insert with its wake-up, takes the same, and on commit the notification-queue lock.
+ *       delete), so publishers never block each other, nor the keep-alive write.
  *   <li>{@link #healAndInsertItems}: the queue upsert ({@link QueueStatements#upsertQueue}), NO KEY UPDATE on an
  *       existing row, and the insert, in one statement.
  * </ul>
