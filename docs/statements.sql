@@ -556,53 +556,32 @@ from unnest(cast(
 )) with ordinality as "v" ("payload", "ordinal")
 order by "v"."ordinal"
 returning "MessageQueueItem"."id";
-
--- PublishStatements.insertItemsAndWakeUp
---   {@link #insertItems} and the wake-up of the queue's subscribers ({@link NotifyStatements#notifyWakeup}) in one
---   autocommit statement, so one commit: sent as a second statement, the notification cost a round trip and a
---   commit of its own (a notifying transaction is given a transaction id, so its commit waits for the WAL flush),
---   and no subscriber could be woken before both had committed. The notification goes out with the messages'
---   commit, and not at all if the insert fails (23503 included). Its function runs once, in a CTE (one holding a
---   volatile function is never inlined). What a notification takes: PostgreSQL's database-wide notification-queue
---   lock during the commit, which is why publishers send at most one per queue per wake-up window. A failure of the
---   notification is the statement's: a full notification queue (54000) or a role denied {@code pg_notify} (42501)
---   fails it, messages included ({@link #isWakeUpRefused}).
---   @return the message ids
-with
-  "inserted"("id") as (
-    insert into "MessageQueueItem" ("payload", "readAfter", "expiresAt", "queueId")
-    values (
-      cast($1 as jsonb), 
-      date_trunc(
-        'milliseconds',
-        timezone(
-          'UTC',
-          cast(
-            current_timestamp
-            as timestamp with time zone
-          )
-        )
-      ), 
-      (date_trunc(
-        'milliseconds',
-        timezone(
-          'UTC',
-          cast(
-            current_timestamp
-            as timestamp with time zone
-          )
-        )
-      ) + cast($2 as interval day to second)), 
-      $3
+insert into "MessageQueueItem" ("payload", "readAfter", "expiresAt", "queueId")
+values (
+  cast($1 as jsonb), 
+  date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
     )
-    returning "MessageQueueItem"."id"
-  ),
-  "woken"("notified") as (
-    select pg_notify('msgqueue_wakeup', $4)
-  )
-select "inserted"."id"
-from "inserted"
-  cross join "woken";
+  ), 
+  (date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  ) + cast($2 as interval day to second)), 
+  $3
+)
+returning "MessageQueueItem"."id";
 
 -- PublishStatements.insertItemsIfQueueExists
 --   The publish fast path inside a caller's transaction, where a 23503 would abort the whole transaction: inserts

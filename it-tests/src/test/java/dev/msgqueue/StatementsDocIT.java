@@ -93,16 +93,14 @@ class StatementsDocIT {
             capture(ctx.query());
           }
         }));
-    // A wake-up window longer than the run: which publishes notify (with their insert) does not depend on its speed.
-    MsgQueueRepository queues = MsgQueueRepository.create(capturing.dsl(),
-        MsgQueueConfig.builder().wakeupWindow(MsgQueueConfig.MAX_WAKEUP_WINDOW).build());
+    MsgQueueRepository queues = MsgQueueRepository.create(capturing.dsl(), MsgQueueConfig.defaults());
     QueueSpec orders = QueueSpec.durable("orders");
     QueueSpec events = QueueSpec.autoDeleted("events");
     RetryPolicy policy = RetryPolicy.builder("orders-dead-letters").maxDeliveries(2).build();
 
-    queues.publish(orders, "{}");                                    // keep-alive, then the insert and its wake-up
-    queues.publish(events, "{}");                                    // heal in autocommit, then its wake-up
-    queues.publishBatch(orders, List.of("{}", "{}", "{}", "{}", "{}", "{}", "{}", "{}")); // in the window: no wake-up
+    queues.publish(orders, "{}");                                    // keep-alive, then the coalesced insert
+    queues.publish(events, "{}");                                    // heal in autocommit
+    queues.publishBatch(orders, List.of("{}", "{}", "{}", "{}", "{}", "{}", "{}", "{}"));
     queues.bindQueue(events);
     queues.keepAlive("events");
     capturing.dsl().transaction(tx -> {

@@ -1,13 +1,10 @@
 package dev.msgqueue.consume;
 
-import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static org.assertj.core.api.Assertions.assertThat;
-import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.zaxxer.hikari.HikariDataSource;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.MsgQueueRepository;
-import dev.msgqueue.QueueNotFoundException;
 import dev.msgqueue.QueueSpec;
 import dev.msgqueue.internal.sql.NotifyStatements;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
@@ -19,12 +16,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.IntStream;
-import org.jooq.DSLContext;
-import org.jooq.ExecuteContext;
-import org.jooq.ExecuteListener;
-import org.jooq.SQLDialect;
-import org.jooq.impl.DefaultConfiguration;
-import org.jooq.impl.DefaultExecuteListenerProvider;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -32,10 +23,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
 import org.postgresql.PGConnection;
 import org.postgresql.PGNotification;
 
-/**
- * The publisher side of wake-ups: coalesced, off on request, the payload only the queue name, sent with the insert in
- * autocommit, and never for messages that were not committed.
- */
+/** The publisher side of wake-ups: coalesced, off on request, the payload only the queue name. */
 @ExtendWith(MsgQueueDatabaseExtension.class)
 class WakeupsIT {
   private final TestDatabase db;
@@ -132,59 +120,6 @@ class WakeupsIT {
     notifying.publish(marker, "\"marker\"");
 
     assertThat(receiveUntil(marker.name())).containsExactly(marker.name());
-  }
-
-  @Test
-  void anAutocommitPublishSendsItsWakeUpWithItsInsertInOneStatement() throws Exception {
-    List<String> statements = new ArrayList<>();
-    DSLContext recording = new DefaultConfiguration()
-        .set(pool)
-        .set(SQLDialect.POSTGRES)
-        .set(new DefaultExecuteListenerProvider(new ExecuteListener() {
-          @Override
-          public void executeStart(ExecuteContext ctx) {
-            statements.add(ctx.sql());
-          }
-        }))
-        .dsl();
-    MsgQueueRepository repository = MsgQueueRepository.create(recording, MsgQueueConfig.defaults());
-    QueueSpec single = bound(repository, "with-insert");
-    QueueSpec batch = bound(repository, "with-insert-batch");
-    statements.clear();
-
-    repository.publish(single, "1");
-    repository.publishBatch(batch, List.of("2", "3", "4"));
-
-    // One statement per publish: one commit before the subscribers can be woken, not one for the insert and one for
-    // the notification.
-    assertThat(statements).hasSize(2).allSatisfy(sql -> assertThat(sql)
-        .containsIgnoringCase("insert into \"MessageQueueItem\"").contains("pg_notify"));
-    assertThat(receiveUntil(batch.name())).containsExactly(single.name(), batch.name());
-  }
-
-  @Test
-  void aPublishToAMissingQueueWakesNobody() throws Exception {
-    MsgQueueRepository repository = repository(MsgQueueConfig.builder());
-    QueueSpec marker = bound(repository, "missing-marker");
-
-    assertThatThrownBy(() -> repository.publish(QueueSpec.durable("never-bound"), "1"))
-        .isInstanceOf(QueueNotFoundException.class);
-    repository.publish(marker, "\"marker\"");
-
-    assertThat(receiveUntil(marker.name())).containsExactly(marker.name());
-  }
-
-  @Test
-  void aHealedQueueIsWokenAfterItsHeal() throws Exception {
-    MsgQueueRepository repository = repository(MsgQueueConfig.builder());
-    QueueSpec healed = QueueSpec.autoDeleted("healed-on-publish"); // no row: the insert fails, the heal inserts
-    QueueSpec marker = bound(repository, "healed-marker");
-
-    repository.publish(healed, "1");
-    repository.publish(marker, "\"marker\"");
-
-    assertThat(receiveUntil(marker.name())).containsExactly(healed.name(), marker.name());
-    assertThat(db.dsl().fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.eq(healed.name()))).isOne();
   }
 
   @Test

@@ -98,13 +98,7 @@ public final class Publisher {
     if (keepAlive.tryPass(spec.name())) {
       writeKeepAlive(on, autoCommit, spec.name());
     }
-    // The notifying publish of its queue's wake-up window sends the notification with its insert (autocommit only).
-    boolean wakeUpWithInsert = autoCommit && wakeups.due(spec.name());
-    List<Long> ids = wakeUpWithInsert ? insertAndWakeUp(on, spec.name(), payloads, delay, ttl) : null;
-    boolean woken = ids != null && !ids.isEmpty();
-    if (ids == null) {
-      ids = insertIfQueueExists(on, autoCommit, spec.name(), payloads, delay, ttl);
-    }
+    List<Long> ids = insertIfQueueExists(on, autoCommit, spec.name(), payloads, delay, ttl);
     if (ids.isEmpty()) {
       if (!spec.autoDeleted()) {
         keepAlive.forget(spec.name());
@@ -113,34 +107,8 @@ public final class Publisher {
       ids = autoCommit ? healAndInsert(on, spec, payloads, delay, ttl)
           : createThenInsertInTransaction(on, spec, payloads, delay, ttl);
     }
-    if (!woken) {
-      wakeUp(autoCommit, spec.name(),
-          wakeUpWithInsert ? () -> wakeups.send(on, spec.name()) : () -> wakeups.published(on, spec.name()));
-    }
+    wakeUp(on, autoCommit, spec.name());
     return sorted(ids);
-  }
-
-  /**
-   * The insert with the wake-up, in one autocommit statement.
-   *
-   * @return the message ids; empty if the queue is missing; {@code null} if the notification may have been refused
-   *     (a full notification queue, no right to notify): nothing was inserted, so the caller inserts without it and
-   *     sends it on its own, whose failure after the committed insert is only logged, as a wake-up only shortens
-   *     latency
-   */
-  private static List<Long> insertAndWakeUp(
-      DSLContext on, String queue, List<JSONB> payloads, Duration delay, Duration ttl) {
-    try {
-      return PublishStatements.insertItemsAndWakeUp(on, queue, payloads, delay, ttl);
-    } catch (DataAccessException e) {
-      if (PublishStatements.isMissingQueue(e)) {
-        return List.of();
-      }
-      if (PublishStatements.isWakeUpRefused(e)) {
-        return null;
-      }
-      throw e;
-    }
   }
 
   /** The heal in one statement: re-creates the queue and inserts the messages, so no reaper can run in between. */
@@ -223,9 +191,9 @@ public final class Publisher {
    * publish as failed, and a caller retrying it would publish it twice. Inside the caller's transaction the failure
    * is thrown, since that transaction is lost.
    */
-  private void wakeUp(boolean autoCommit, String queue, Runnable send) {
+  private void wakeUp(DSLContext on, boolean autoCommit, String queue) {
     try {
-      send.run();
+      wakeups.published(on, queue);
     } catch (RuntimeException e) {
       if (!autoCommit) {
         throw e;

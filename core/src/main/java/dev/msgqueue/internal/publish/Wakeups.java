@@ -9,10 +9,6 @@ import org.jooq.DSLContext;
  * The publisher side of subscriber wake-ups: after a publish, sends {@code NOTIFY msgqueue_wakeup, '<queue>'} so that
  * idle subscribers claim at once instead of at their next poll.
  *
- * <p>In autocommit the notification goes with the insert, in one statement
- * ({@link dev.msgqueue.internal.sql.PublishStatements#insertItemsAndWakeUp}): one commit instead of two before a
- * subscriber can be woken. Inside a caller's transaction it is a statement of that transaction, sent on its commit.
- *
  * <p>Coalesced: a notifying transaction takes PostgreSQL's database-wide notification-queue lock while it commits,
  * serializing the commits of all notifying transactions, so at most one publish per queue per window in this process
  * sends one (never one per message), and none when disabled. A publish inside the window relies on the earlier
@@ -34,21 +30,8 @@ public final class Wakeups {
 
   /** Called after messages were inserted into {@code queue} through {@code ctx}. */
   public void published(DSLContext ctx, String queue) {
-    if (due(queue)) {
-      send(ctx, queue);
+    if (throttle != null && throttle.tryPass(queue)) {
+      NotifyStatements.notifyWakeup(ctx, queue);
     }
-  }
-
-  /**
-   * Whether a publish to {@code queue} now is the one of its window that notifies (then counted as sent: the caller
-   * sends it with its insert, or through {@link #send}); never with notifications off.
-   */
-  public boolean due(String queue) {
-    return throttle != null && throttle.tryPass(queue);
-  }
-
-  /** Sends the wake-up for {@code queue} as a statement of its own, for a publish that was {@link #due}. */
-  public void send(DSLContext ctx, String queue) {
-    NotifyStatements.notifyWakeup(ctx, queue);
   }
 }

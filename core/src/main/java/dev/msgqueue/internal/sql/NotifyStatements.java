@@ -8,7 +8,6 @@ import java.sql.Connection;
 import java.sql.SQLException;
 import java.sql.Statement;
 import org.jooq.DSLContext;
-import org.jooq.Field;
 import org.jooq.impl.SQLDataType;
 
 /**
@@ -28,12 +27,7 @@ public final class NotifyStatements {
    * 8000-byte limit).
    */
   public static void notifyWakeup(DSLContext ctx, String queue) {
-    ctx.select(wakeupCall(queue)).execute();
-  }
-
-  /** The call {@code pg_notify('msgqueue_wakeup', <queue>)}, for statements that send the wake-up themselves. */
-  static Field<Object> wakeupCall(String queue) {
-    return function("pg_notify", SQLDataType.OTHER, inline(CHANNEL), val(queue));
+    ctx.select(function("pg_notify", SQLDataType.OTHER, inline(CHANNEL), val(queue))).execute();
   }
 
   /** Subscribes {@code connection} (in autocommit) to the wake-up channel. */

@@ -12,13 +12,11 @@ import static org.jooq.impl.DSL.val;
 import dev.msgqueue.QueueSpec;
 import dev.msgqueue.jooq.tables.MessageQueue;
 import dev.msgqueue.jooq.tables.MessageQueueItem;
-import dev.msgqueue.jooq.tables.records.MessageQueueItemRecord;
 import java.time.Duration;
 import java.util.List;
 import org.jooq.CommonTableExpression;
 import org.jooq.DSLContext;
 import org.jooq.Field;
-import org.jooq.InsertReturningStep;
 import org.jooq.JSONB;
 import org.jooq.Record1;
 import org.jooq.Table;
@@ -44,10 +42,6 @@ public final class PublishStatements {
 
   /** SQLSTATE foreign_key_violation: the only foreign key of "MessageQueueItem" is its queue. */
   private static final String FOREIGN_KEY_VIOLATION = "23503";
-  /** SQLSTATE program_limit_exceeded: what pg_notify raises when the notification queue is full. */
-  private static final String PROGRAM_LIMIT_EXCEEDED = "54000";
-  /** SQLSTATE insufficient_privilege: a role whose EXECUTE on pg_notify was revoked. */
-  private static final String INSUFFICIENT_PRIVILEGE = "42501";
 
   private PublishStatements() { }
 
@@ -61,52 +55,19 @@ public final class PublishStatements {
    */
   public static List<Long> insertItems(
       DSLContext ctx, String queue, List<JSONB> payloads, Duration delay, Duration ttl) {
-    return plainInsert(ctx, queue, payloads, delay, ttl).returning(I.ID).fetch(I.ID);
-  }
-
-  /**
-   * {@link #insertItems} and the wake-up of the queue's subscribers ({@link NotifyStatements#notifyWakeup}) in one
-   * autocommit statement, so one commit: sent as a second statement, the notification cost a round trip and a
-   * commit of its own (a notifying transaction is given a transaction id, so its commit waits for the WAL flush),
-   * and no subscriber could be woken before both had committed. The notification goes out with the messages'
-   * commit, and not at all if the insert fails (23503 included). Its function runs once, in a CTE (one holding a
-   * volatile function is never inlined). What a notification takes: PostgreSQL's database-wide notification-queue
-   * lock during the commit, which is why publishers send at most one per queue per wake-up window. A failure of the
-   * notification is the statement's: a full notification queue (54000) or a role denied {@code pg_notify} (42501)
-   * fails it, messages included ({@link #isWakeUpRefused}).
-   *
-   * @return the message ids
-   */
-  public static List<Long> insertItemsAndWakeUp(
-      DSLContext ctx, String queue, List<JSONB> payloads, Duration delay, Duration ttl) {
-    CommonTableExpression<Record1<Long>> inserted = name("inserted").fields(I.ID.getName())
-        .as(plainInsert(ctx, queue, payloads, delay, ttl).returningResult(I.ID));
-    CommonTableExpression<Record1<Object>> woken = name("woken").fields("notified")
-        .as(select(NotifyStatements.wakeupCall(queue)));
-    Field<Long> id = inserted.field(I.ID.getName(), Long.class);
-    return ctx.with(inserted).with(woken).select(id).from(inserted).crossJoin(woken).fetch(id);
-  }
-
-  /**
-   * Whether {@code failure} of {@link #insertItemsAndWakeUp} may be its notification's, refused while the insert alone
-   * would not be: the notification queue is full ("too many notifications in the NOTIFY queue", SQLSTATE 54000), or
-   * the role may not execute {@code pg_notify} (42501).
-   */
-  public static boolean isWakeUpRefused(DataAccessException failure) {
-    return PROGRAM_LIMIT_EXCEEDED.equals(failure.sqlState()) || INSUFFICIENT_PRIVILEGE.equals(failure.sqlState());
-  }
-
-  private static InsertReturningStep<MessageQueueItemRecord> plainInsert(
-      DSLContext ctx, String queue, List<JSONB> payloads, Duration delay, Duration ttl) {
     if (payloads.size() == 1) {
       // One message (an uncoalesced publish): a one-row VALUES is cheaper to render, bind and plan than unnest.
       return ctx.insertInto(I, I.PAYLOAD, I.READ_AFTER, I.EXPIRES_AT, I.QUEUE_ID)
-          .values(val(payloads.get(0)), utcNowPlus(delay), utcNowPlus(ttl), val(queue));
+          .values(val(payloads.get(0)), utcNowPlus(delay), utcNowPlus(ttl), val(queue))
+          .returning(I.ID)
+          .fetch(I.ID);
     }
     return ctx.insertInto(I, I.PAYLOAD, I.READ_AFTER, I.EXPIRES_AT, I.QUEUE_ID)
         .select(select(PAYLOAD, utcNowPlus(delay), utcNowPlus(ttl), val(queue))
             .from(payloadRows(payloads))
-            .orderBy(ORDINAL));
+            .orderBy(ORDINAL))
+        .returning(I.ID)
+        .fetch(I.ID);
   }
 
   /** Whether {@code failure} is the foreign-key violation of an item whose queue row does not exist. */
