@@ -70,8 +70,10 @@ record BenchOptions(
       "                          quick 2000)",
       "  --drain-cells LIST      only these drain cells, e.g. pgmq-shape-sql:1,repository-loop:1 (default all)",
       "  --sustained SECONDS     length of each sustained run (default 20; quick 1)",
-      "  --scale short|long      the scale scenario's sizes: short (default, backlogs up to 1M messages, a few",
-      "                          minutes) or long (adds the 10M-message backlog: about 15 GB of disk, longer)",
+      "  --scale short|long|idle the scale scenario's sizes: short (default, backlogs up to 1M messages, a few",
+      "                          minutes), long (adds the 10M-message backlog: about 15 GB of disk, longer) or",
+      "                          idle (only the 1,000 idle subscribers' cell, with 200 deliveries; the other",
+      "                          cells tiny)",
       "  --scale-cells CURVES    only these curves of the scale scenario: backlog,queues,housekeeping,subscribers",
       "  --scenarios IDS         run only these: publish-contention,batching,reaper-race,end-to-end,drain,",
       "                          sustained,drain-repeat,scale",
@@ -135,8 +137,8 @@ record BenchOptions(
         case "--sustained" -> sustained = seconds(value(args, ++i, arg), arg);
         case "--scale" -> {
           String form = value(args, ++i, arg);
-          if (!form.equals("short") && !form.equals("long")) {
-            throw new UsageException("--scale takes short or long, was " + form);
+          if (!form.equals("short") && !form.equals("long") && !form.equals("idle")) {
+            throw new UsageException("--scale takes short, long or idle, was " + form);
           }
           scale = quick ? ScaleSettings.QUICK : ScaleSettings.named(form);
         }

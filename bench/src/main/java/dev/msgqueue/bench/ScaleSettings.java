@@ -6,7 +6,8 @@ import java.util.Set;
 
 /**
  * The sizes of the scale scenario: {@link #SHORT} by default (a few minutes), {@link #LONG} with {@code --scale long}
- * (adds the 10M-message backlog), {@link #QUICK} for the smoke test.
+ * (adds the 10M-message backlog), {@link #IDLE} with {@code --scale idle} (the idle-subscriber cell of 1,000
+ * subscribers with more deliveries, the other cells at the smoke test's sizes), {@link #QUICK} for the smoke test.
  *
  * @param form the name of the form, reported with the results
  * @param backlogs messages in the backlog cells, spread over {@link ScaleScenario#BACKLOG_QUEUES} queues
@@ -62,10 +63,18 @@ record ScaleSettings(
       List.of(10, 10_000, 100_000), 8, Duration.ofSeconds(10), Duration.ofSeconds(2), 100_000, 1_000_000,
       List.of(1, 100, 1_000), IDLE_SETTLE, IDLE_WINDOW, 100, CELLS);
 
+  /**
+   * For work on the idle-subscriber cell: no backlog, the publish and housekeeping cells at the smoke test's sizes
+   * (their figures mean nothing), and 200 deliveries so that the p99 is not the single slowest of 50.
+   */
+  static final ScaleSettings IDLE = new ScaleSettings("idle", List.of(), 1_000, 20, List.of(10), 4,
+      Duration.ofMillis(600), Duration.ofMillis(200), 500, 5_000, List.of(1_000), IDLE_SETTLE, IDLE_WINDOW, 200);
+
   static ScaleSettings named(String form) {
     return switch (form) {
       case "short" -> SHORT;
       case "long" -> LONG;
+      case "idle" -> IDLE;
       default -> throw new IllegalArgumentException(form);
     };
   }
