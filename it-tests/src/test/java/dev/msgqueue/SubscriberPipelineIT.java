@@ -340,7 +340,8 @@ class SubscriberPipelineIT {
     @Override
     public void executeEnd(ExecuteContext ctx) {
       String sql = ctx.sql() == null ? "" : ctx.sql().toLowerCase(Locale.ROOT);
-      if (holdNth == 0 || !sql.startsWith("with") || !sql.contains("skip locked")) {
+      // A claim is the one statement that locks with SKIP LOCKED and sets ASSIGNED (docs/statements.sql).
+      if (holdNth == 0 || !sql.contains("skip locked") || !sql.contains("'assigned'")) {
         return;
       }
       if (claims.incrementAndGet() == holdNth) {

@@ -5,6 +5,8 @@ import static dev.msgqueue.internal.sql.ServerTime.fromEpochMillis;
 import static dev.msgqueue.internal.sql.ServerTime.utcNow;
 import static dev.msgqueue.internal.sql.ServerTime.utcNowPlus;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
+import static org.jooq.impl.DSL.any;
+import static org.jooq.impl.DSL.array;
 import static org.jooq.impl.DSL.field;
 import static org.jooq.impl.DSL.greatest;
 import static org.jooq.impl.DSL.inline;
@@ -36,7 +38,6 @@ import org.jooq.Record3;
 import org.jooq.Record4;
 import org.jooq.ResultQuery;
 import org.jooq.Table;
-import org.jooq.UpdateConditionStep;
 import org.jooq.impl.SQLDataType;
 import org.jooq.types.DayToSecond;
 
@@ -94,17 +95,20 @@ public final class ClaimStatements {
    * deadline to be {@code <= now} and the lease is at least 1 ms, every re-claim stores a strictly later deadline at
    * the column's millisecond precision: a receipt is never reissued.
    *
-   * <p>Shape: {@code WITH claimed AS (SELECT id[, status] ... ORDER BY id LIMIT n FOR UPDATE SKIP LOCKED) UPDATE ...
-   * FROM claimed WHERE id = claimed.id RETURNING id, payload, "readAfter"[, claimed.status]}. The CTE's status is the
-   * row's status as the lock found it (READ COMMITTED re-reads a row changed while the lock waited), so ASSIGNED there
-   * means the claim took over a lease that ran out: a redelivery. Only lease mode selects it: the default mode claims
-   * PENDING items only. The queue name is not returned: every claimed item is in {@code queue}. Each column left out
-   * is one less value per message to send and to map (the client's mapping, not the server, is what a claim of 100
-   * spends most of its time on). The limit is inlined rather than bound: with a bound limit
-   * PostgreSQL's generic plan (which it switches to after five executions, or always under
-   * {@code plan_cache_mode = force_generic_plan}) cannot know the limit is small, and estimated a full scan and hash
-   * join (35-40 ms on 100,000 rows); with the literal every plan walks the {@code ("queueId","id")} index and stops
-   * after n rows. One statement text per distinct {@code max}, which a subscriber keeps constant.
+   * <p>Shape, default mode: {@code UPDATE ... WHERE id = ANY(ARRAY(SELECT id ... ORDER BY id LIMIT n FOR UPDATE SKIP
+   * LOCKED)) RETURNING id, payload, "readAfter"}. Lease mode: {@code WITH claimed AS (SELECT id, status ... ORDER BY id
+   * LIMIT n FOR UPDATE SKIP LOCKED) UPDATE ... FROM claimed WHERE id = claimed.id RETURNING id, payload, "readAfter",
+   * claimed.status}. The CTE's status is the row's status as the lock found it (READ COMMITTED re-reads a row changed
+   * while the lock waited), so ASSIGNED there means the claim took over a lease that ran out: a redelivery. The
+   * default mode claims PENDING items only, so it needs no such column and no CTE: its locked ids come back as one
+   * array and the update finds them with one primary-key scan, a quarter fewer buffer reads for the update than the
+   * join. The queue name is not returned: every claimed item is in {@code queue}. Each column left out is one less
+   * value per message to send and to map (the client's mapping, not the server, is what a claim of 100 spends most
+   * of its time on). The limit is inlined rather than bound: with a bound limit PostgreSQL's generic plan (which it
+   * switches to after five executions, or always under {@code plan_cache_mode = force_generic_plan}) cannot know the
+   * limit is small, and estimated a full scan and hash join (35-40 ms on 100,000 rows); with the literal every plan
+   * walks the {@code ("queueId","id")} index and stops after n rows. One statement text per distinct {@code max},
+   * which a subscriber keeps constant.
    *
    * @param lease the lease, at least 1 ms, or {@code null} for the default (no redelivery) mode
    * @return the claimed messages, in no particular order
@@ -149,44 +153,47 @@ public final class ClaimStatements {
   }
 
   private static ResultQuery<Record3<Long, JSONB, Long>> claimPending(DSLContext ctx, String queue, int max) {
-    return claimUpdate(ctx, queue, max, null).returningResult(I.ID, I.PAYLOAD, epochMillis(I.READ_AFTER));
+    // No CTE and no join: the locked ids come back as one array (an InitPlan), and the UPDATE finds them with one
+    // primary-key scan. Interleaved with the CTE-and-join shape over identical tables (EXPLAIN and
+    // pg_stat_statements, PostgreSQL 15, 100,000 rows, 1,000 claims of 100 each): 1,997 buffer hits per claim against
+    // 2,122, 8-10% less execution time. The lease mode keeps the CTE: its RETURNING needs the status the lock found.
+    var claimable = I.as("claimable");
+    return ctx.update(I)
+        .set(I.STATUS, inline(MessageQueueItemStatus.ASSIGNED))
+        .set(I.READ_AFTER, I.EXPIRES_AT)
+        .where(I.ID.eq(any(array(select(claimable.ID).from(claimable)
+            .where(claimable(claimable, queue).and(claimable.STATUS.eq(inline(MessageQueueItemStatus.PENDING))))
+            .orderBy(claimable.ID)
+            .limit(inline(max))
+            .forUpdate()
+            .skipLocked()))))
+        .returningResult(I.ID, I.PAYLOAD, epochMillis(I.READ_AFTER));
   }
 
   private static ResultQuery<Record4<Long, JSONB, Long, MessageQueueItemStatus>> claimLeased(
       DSLContext ctx, String queue, int max, Duration lease) {
-    return claimUpdate(ctx, queue, max, lease)
-        .returningResult(I.ID, I.PAYLOAD, epochMillis(I.READ_AFTER), PREVIOUS_STATUS);
-  }
-
-  private static UpdateConditionStep<MessageQueueItemRecord> claimUpdate(
-      DSLContext ctx, String queue, int max, Duration lease) {
     var claimable = I.as("claimable");
-    Condition condition = claimable.QUEUE_ID.eq(queue)
-        .and(claimable.READ_AFTER.le(utcNow()))
-        .and(claimable.EXPIRES_AT.gt(utcNow()));
-    if (lease == null) {
-      condition = condition.and(claimable.STATUS.eq(inline(MessageQueueItemStatus.PENDING)));
-    }
-    var candidates = lease == null
-        ? select(claimable.ID).from(claimable)
-        : select(claimable.ID, claimable.STATUS).from(claimable);
-    String[] columns = lease == null
-        ? new String[] {CLAIMED_ID.getName()}
-        : new String[] {CLAIMED_ID.getName(), PREVIOUS_STATUS.getName()};
-    CommonTableExpression<?> claimed = name(CLAIMED).fields(columns)
-        .as(candidates
-            .where(condition)
+    CommonTableExpression<?> claimed = name(CLAIMED).fields(CLAIMED_ID.getName(), PREVIOUS_STATUS.getName())
+        .as(select(claimable.ID, claimable.STATUS).from(claimable)
+            .where(claimable(claimable, queue))
             .orderBy(claimable.ID)
             .limit(inline(max))
             .forUpdate()
             .skipLocked());
-    Field<LocalDateTime> deadline = lease == null ? I.EXPIRES_AT : utcNowPlus(lease);
     return ctx.with(claimed)
         .update(I)
         .set(I.STATUS, inline(MessageQueueItemStatus.ASSIGNED))
-        .set(I.READ_AFTER, deadline)
+        .set(I.READ_AFTER, utcNowPlus(lease))
         .from(claimed)
-        .where(I.ID.eq(CLAIMED_ID));
+        .where(I.ID.eq(CLAIMED_ID))
+        .returningResult(I.ID, I.PAYLOAD, epochMillis(I.READ_AFTER), PREVIOUS_STATUS);
+  }
+
+  /** Claimable in either mode: in {@code queue}, readable now and not expired. */
+  private static Condition claimable(MessageQueueItem claimable, String queue) {
+    return claimable.QUEUE_ID.eq(queue)
+        .and(claimable.READ_AFTER.le(utcNow()))
+        .and(claimable.EXPIRES_AT.gt(utcNow()));
   }
 
   /**
