@@ -1,12 +1,11 @@
 package dev.msgqueue;
 
-import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.zaxxer.hikari.HikariDataSource;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.it.QueueRows;
 import dev.msgqueue.it.TestDatabase;
-import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -42,15 +41,15 @@ class SubscriberClaimOverlapIT {
   private static final Duration POLL = Duration.ofMillis(50);
   private static final int BATCH = 10;
 
-  private final TestDatabase db;
   private final HikariDataSource pool;
+  private final QueueRows rows;
   private final ClaimWatch claims = new ClaimWatch();
   private final MsgQueueRepository repository;
   private final List<AutoCloseable> toClose = new ArrayList<>();
 
   SubscriberClaimOverlapIT(TestDatabase db) {
-    this.db = db;
     this.pool = db.pool(12);
+    this.rows = new QueueRows(db.dsl());
     this.repository = MsgQueueRepository.create(
         DSL.using(pool, SQLDialect.POSTGRES).configuration()
             .derive(new DefaultExecuteListenerProvider(claims)).dsl(),
@@ -86,8 +85,7 @@ class SubscriberClaimOverlapIT {
     CountDownLatch thirdRan = new CountDownLatch(1);
     claims.onClaim(2, () -> await("a third claim run while the second is held", () -> thirdRan.getCount() == 0));
     claims.onClaim(3, thirdRan::countDown);
-    Subscriber subscriber = started(Subscriber.builder(repository, spec,
-            message -> handled.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet())
+    Subscriber subscriber = started(Subscriber.builder(repository, spec, counting(handled))
         .concurrency(1).batchSize(BATCH).pollInterval(POLL));
     int room = 1 + Subscriber.DEFAULT_PREFETCH_BATCHES * BATCH;
 
@@ -106,10 +104,11 @@ class SubscriberClaimOverlapIT {
     Semaphore mayFinish = new Semaphore(0);
     AtomicInteger running = new AtomicInteger();
     Map<Long, AtomicInteger> handled = new ConcurrentHashMap<>();
+    MessageHandler counter = counting(handled);
     Subscriber subscriber = started(Subscriber.builder(repository, spec, message -> {
       running.incrementAndGet();
       mayFinish.acquire();
-      handled.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet();
+      counter.handle(message);
       running.decrementAndGet();
     }).concurrency(2).batchSize(BATCH).pollInterval(POLL));
 
@@ -154,8 +153,7 @@ class SubscriberClaimOverlapIT {
     });
     // One handler, one ack statement at a time (no more than the handlers): while the first ack is held, the handled
     // messages behind it pile up unwritten, and once more than a batch is unwritten no claim is sent.
-    Subscriber subscriber = started(Subscriber.builder(repository, spec,
-            message -> handled.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet())
+    Subscriber subscriber = started(Subscriber.builder(repository, spec, counting(handled))
         .concurrency(1).batchSize(BATCH).ackDelay(Duration.ZERO).pollInterval(POLL));
     int room = 1 + Subscriber.DEFAULT_PREFETCH_BATCHES * BATCH;
 
@@ -191,12 +189,16 @@ class SubscriberClaimOverlapIT {
   }
 
   private int itemsOf(QueueSpec spec) {
-    return db.dsl().fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.eq(spec.name()));
+    return rows.itemsOf(spec.name());
   }
 
   private int assignedOf(QueueSpec spec) {
-    return db.dsl().fetchCount(MESSAGE_QUEUE_ITEM,
-        MESSAGE_QUEUE_ITEM.QUEUE_ID.eq(spec.name()).and(MESSAGE_QUEUE_ITEM.STATUS.eq(MessageQueueItemStatus.ASSIGNED)));
+    return rows.assignedOf(spec.name());
+  }
+
+  /** A handler that counts each message's deliveries into {@code handled}. */
+  private static MessageHandler counting(Map<Long, AtomicInteger> handled) {
+    return message -> handled.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet();
   }
 
   private static void await(String what, BooleanSupplier condition) {
@@ -264,8 +266,7 @@ class SubscriberClaimOverlapIT {
       }
       int nth = seen.incrementAndGet();
       if (nth == 3) {
-        assignedWhenThirdRan = db.dsl().fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.eq("overlap")
-            .and(MESSAGE_QUEUE_ITEM.STATUS.eq(MessageQueueItemStatus.ASSIGNED)));
+        assignedWhenThirdRan = rows.assignedOf("overlap");
       }
       Runnable action = actions.get(nth);
       if (action != null && !released) {
