@@ -12,11 +12,16 @@ import java.time.Duration;
  *
  * <ul>
  *   <li><b>Claims.</b> A claim takes up to {@code batchSize} messages into the free handler room plus a bounded buffer
- *       of {@code prefetch} messages waiting for a handler; its room is reserved before the statement is sent, so the
- *       messages claimed or being claimed never exceed {@code concurrency + prefetch}. A claim is sent as soon as at
- *       least half a batch fits, again at once while claims find messages (up to four at once while they find full
- *       batches, each on its own connection, overlapping handler work and acks), then after a wake-up, after room
- *       frees, or at the next poll. After the start and after claims that found messages, the first empty claim is
+ *       of {@code prefetch} messages waiting for a handler (by default {@value #DEFAULT_PREFETCH_BATCHES} batches);
+ *       its room is reserved before the statement is sent, so the messages claimed or being claimed never exceed
+ *       {@code concurrency + prefetch}. While the handlers have run dry, a claim is sent as soon as at least half a
+ *       batch fits, and while claims find full batches several run at once (up to four, each on its own connection,
+ *       as far as the room allows), so quick handlers drain at the claims' overlapped rate; while messages wait, a
+ *       claim is sent only when a whole batch fits and less than a batch waits or is on its way, so busy handlers
+ *       keep one to two batches ahead of them rather than the whole prefetch. While more than a batch of handled
+ *       messages waits for its ack, no claim is sent: those rows stay ASSIGNED until acked, and every claim reads past
+ *       them. Claims go out again at once while they find messages, then after a wake-up, after room frees or an ack
+ *       catches up, or at the next poll. After the start and after claims that found messages, the first empty claim is
  *       followed by others after 1, 2, 4, ... ms up to the poll interval, since publishers commit in groups. While
  *       the {@link WakeupListener} is connected the idle poll interval doubles after each empty poll, up to
  *       {@link Builder#maxIdlePollInterval} (30 s by default, or the poll interval if longer); it returns to the poll interval when a claim finds messages or the listener
@@ -44,8 +49,9 @@ import java.time.Duration;
  *       its message is redelivered when the lease runs out. A buffered message starts only while at least half its
  *       lease remains; otherwise it is released to the queue unstarted, so waiting in the buffer never causes a
  *       second delivery.</li>
- *   <li><b>What a crash can lose (default mode).</b> At most {@code concurrency + prefetch} messages: those running
- *       and those claimed but not started. They stay ASSIGNED until they expire. Lease mode loses nothing.</li>
+ *   <li><b>What a crash can lose (default mode).</b> At most {@code concurrency + prefetch} messages (with the
+ *       defaults 8 + 400): those running and those claimed but not started. They stay ASSIGNED until they expire.
+ *       Lease mode loses nothing.</li>
  *   <li><b>Queue.</b> {@link Builder#start()} binds the queue; while running it keeps the queue alive every
  *       {@link MsgQueueConfig#keepAliveInterval()}, so an auto-deleted queue with a live subscriber is never reaped.
  *       If the keep-alive finds the queue row busy (another transaction is writing it), the queue exists and nothing
@@ -60,6 +66,11 @@ public final class Subscriber implements AutoCloseable {
   public static final int DEFAULT_CONCURRENCY = 8;
   /** Default largest claim, and the ack flush size. */
   public static final int DEFAULT_BATCH_SIZE = 100;
+  /**
+   * The default prefetch, in batches: room for this many whole claims in flight at once besides the running handlers,
+   * so that quick handlers are not bound to one claim stream's rate.
+   */
+  public static final int DEFAULT_PREFETCH_BATCHES = 4;
   /** Default longest wait of a finished handler's ack for others to share its statement. */
   public static final Duration DEFAULT_ACK_DELAY = Duration.ofMillis(5);
   /** The longest {@code ackDelay}. */
@@ -193,7 +204,7 @@ public final class Subscriber implements AutoCloseable {
     private final MessageHandler handler;
     private int concurrency = DEFAULT_CONCURRENCY;
     private int batchSize = DEFAULT_BATCH_SIZE;
-    private Integer prefetch; // null: batchSize
+    private Integer prefetch; // null: DEFAULT_PREFETCH_BATCHES batches
     private Duration pollInterval = Duration.ofSeconds(1);
     private Duration maxIdlePollInterval = DEFAULT_MAX_IDLE_POLL_INTERVAL;
     private Duration lease;
@@ -225,11 +236,14 @@ public final class Subscriber implements AutoCloseable {
     }
 
     /**
-     * The most messages claimed ahead of the handlers, waiting for a free handler, in [0, {@value
-     * Subscriber#MAX_PREFETCH}]; default: the batch size. In the default (at-most-once) mode a crash loses at most
-     * {@code concurrency + prefetch} messages (those running and those waiting); 0 claims only into free handlers,
-     * in smaller claims. In lease mode a waiting message is started only while at least half its lease remains,
-     * else released to the queue unstarted.
+     * The most messages claimed ahead of the handlers, waiting for a free handler or on their way in claims, in
+     * [0, {@value Subscriber#MAX_PREFETCH}]; default: {@value Subscriber#DEFAULT_PREFETCH_BATCHES} times the batch
+     * size, room for that many claims in flight at once while handlers are quick. Busy handlers fill less of it: while
+     * messages wait, a claim is sent only if less than a batch waits or is on its way. In the default (at-most-once)
+     * mode a crash loses at most {@code concurrency + prefetch} messages (those running and those waiting); 0 claims
+     * only into free handlers, in smaller claims, one at a time; the batch size leaves room for one full claim in
+     * flight, so quick handlers get one claim stream's rate. In lease mode a waiting message is started only while at
+     * least half its lease remains, else released to the queue unstarted.
      */
     public Builder prefetch(int value) {
       this.prefetch = value;
@@ -319,7 +333,7 @@ public final class Subscriber implements AutoCloseable {
     }
 
     int effectivePrefetch() {
-      return prefetch == null ? batchSize : prefetch;
+      return prefetch == null ? DEFAULT_PREFETCH_BATCHES * batchSize : prefetch; // at most 4,000: within MAX_PREFETCH // at most 4,000: within MAX_PREFETCH
     }
 
     /**

@@ -52,6 +52,11 @@ final class DrainScenario implements Scenario {
   static final String REPOSITORY = "repository-loop";
   static final String SUBSCRIBER = "subscriber";
   static final String SUBSCRIBER_LEASE = "subscriber-lease";
+  /**
+   * The Subscriber in the default mode with {@code prefetch(BATCH)}: room for one full claim in flight, the default
+   * before claims overlapped; compared in one run with {@link #SUBSCRIBER}, it shows what the overlap does.
+   */
+  static final String SUBSCRIBER_ONE_CLAIM = "subscriber-one-claim";
   static final Duration LEASE = Duration.ofSeconds(30);
 
   /** One cell: a consumer and its concurrency (threads for the loops, handler concurrency for the Subscriber). */
@@ -63,7 +68,8 @@ final class DrainScenario implements Scenario {
       new Cell(PGMQ_SHAPE, 1), new Cell(PGMQ_SHAPE, 4),
       new Cell(REPOSITORY, 1), new Cell(REPOSITORY, 4),
       new Cell(SUBSCRIBER, 1), new Cell(SUBSCRIBER, 4), new Cell(SUBSCRIBER, 16),
-      new Cell(SUBSCRIBER_LEASE, 4), new Cell(SUBSCRIBER_LEASE, 16));
+      new Cell(SUBSCRIBER_LEASE, 4), new Cell(SUBSCRIBER_LEASE, 16),
+      new Cell(SUBSCRIBER_ONE_CLAIM, 1), new Cell(SUBSCRIBER_ONE_CLAIM, 4), new Cell(SUBSCRIBER_ONE_CLAIM, 16));
 
   // The two statements below are the reference points, run as plain SQL on purpose: they are what other consumers
   // of these tables run today (the production consumer) and the cheapest statement that drains a queue (the floor).
@@ -173,7 +179,8 @@ final class DrainScenario implements Scenario {
   }
 
   private static boolean isSubscriber(Cell cell) {
-    return cell.consumer().equals(SUBSCRIBER) || cell.consumer().equals(SUBSCRIBER_LEASE);
+    return cell.consumer().equals(SUBSCRIBER) || cell.consumer().equals(SUBSCRIBER_LEASE)
+        || cell.consumer().equals(SUBSCRIBER_ONE_CLAIM);
   }
 
   /** Drains the preloaded table with {@code cell}'s consumer, on a pool of its own. */
@@ -335,6 +342,9 @@ final class DrainScenario implements Scenario {
     }).concurrency(cell.concurrency()).batchSize(BATCH);
     if (cell.consumer().equals(SUBSCRIBER_LEASE)) {
       builder.lease(LEASE);
+    }
+    if (cell.consumer().equals(SUBSCRIBER_ONE_CLAIM)) {
+      builder.prefetch(BATCH);
     }
     long giveUp = System.nanoTime() + timeout.toNanos();
     try (Subscriber subscriber = builder.start()) {

@@ -83,6 +83,12 @@ public final class QueueRows {
     return dsl.fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.eq(name));
   }
 
+  /** Items of the queue claimed and not yet acked or released. */
+  public int assignedOf(String name) {
+    return dsl.fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.eq(name)
+        .and(MESSAGE_QUEUE_ITEM.STATUS.eq(MessageQueueItemStatus.ASSIGNED)));
+  }
+
   /** Unexpired items whose queue was deleted under them: what must never exist. */
   public int unexpiredOrphans() {
     return dsl.fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.isNull()

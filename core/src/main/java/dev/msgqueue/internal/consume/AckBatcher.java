@@ -37,6 +37,8 @@ final class AckBatcher {
   private final BooleanSupplier roundsStopped;
   /** Arms a housekeeping round at the given time, which makes the due attempts of failed acks. */
   private final LongConsumer roundAt;
+  /** Told after each ack statement's attempt, so claims held back by unwritten acks can go. */
+  private final Runnable ackWritten;
   private final String queue;
   private final int batchSize;
   private final int maxAcksInFlight;
@@ -45,13 +47,16 @@ final class AckBatcher {
   private final ConcurrentLinkedQueue<Held> finished = new ConcurrentLinkedQueue<>();
   private final AtomicInteger finishedCount = new AtomicInteger();
   private final AtomicInteger acksInFlight = new AtomicInteger();
+  /** Receipts in the ack statements running now. */
+  private final AtomicInteger receiptsInFlight = new AtomicInteger();
   private final AtomicBoolean ackTimerArmed = new AtomicBoolean();
   private final ConcurrentLinkedQueue<PendingAck> failedAcks = new ConcurrentLinkedQueue<>();
 
-  AckBatcher(PipelineContext context, BooleanSupplier roundsStopped, LongConsumer roundAt) {
+  AckBatcher(PipelineContext context, BooleanSupplier roundsStopped, LongConsumer roundAt, Runnable ackWritten) {
     this.context = context;
     this.roundsStopped = roundsStopped;
     this.roundAt = roundAt;
+    this.ackWritten = ackWritten;
     this.queue = context.queue;
     this.batchSize = context.batchSize;
     this.maxAcksInFlight =
@@ -68,6 +73,14 @@ final class AckBatcher {
     } else if (pending == 1) {
       armAckTimer();
     }
+  }
+
+  /**
+   * Handled messages whose first ack attempt has not returned yet (waiting for a statement or in one). Their rows are
+   * still ASSIGNED at the front of the queue, where every claim reads past them.
+   */
+  int unwritten() {
+    return finishedCount.get() + receiptsInFlight.get();
   }
 
   /** Whether an ack statement's task is running. */
@@ -132,11 +145,17 @@ final class AckBatcher {
       if (batch.isEmpty()) {
         return 0;
       }
+      receiptsInFlight.addAndGet(batch.size());
       finishedCount.addAndGet(-batch.size());
-      attempt(new PendingAck(batch));
+      try {
+        attempt(new PendingAck(batch));
+      } finally {
+        receiptsInFlight.addAndGet(-batch.size());
+      }
       return batch.size();
     } finally {
       PipelineContext.unlock(lock);
+      ackWritten.run();
     }
   }
 

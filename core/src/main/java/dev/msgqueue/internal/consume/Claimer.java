@@ -12,6 +12,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.IntSupplier;
 import org.slf4j.Logger;
 
 /**
@@ -21,7 +22,12 @@ import org.slf4j.Logger;
  * <p>The room is a semaphore of {@code concurrency + prefetch} permits taken before a claim is sent (as many as it
  * asks for) and given back for what it did not find and as each handler ends: so the messages claimed or being
  * claimed never exceed the free room plus the prefetch. While claims find full batches, up to
- * {@link #maxClaimsInFlight} run at once; otherwise one. When claims find nothing, the next poll waits a short
+ * {@link #maxClaimsInFlight} run at once; otherwise one. A claim goes out only while the handlers have run dry or
+ * less than a batch waits for them, counting what the claims in flight will bring: so quick handlers get several
+ * claims in flight (their rate is then the claims' overlapped rate, not one claim stream's), while busy handlers
+ * keep one to two batches waiting, whatever the prefetch. No claim goes out while more than a batch of handled
+ * messages waits for its ack (the ack room's unwritten count): their rows stay ASSIGNED at the front of the queue, and
+ * claims that ran ahead of the acks each read past all of them. When claims find nothing, the next poll waits a short
  * recheck that doubles up to the poll interval, then idle polls (longer while wake-ups arrive).
  */
 final class Claimer {
@@ -32,6 +38,8 @@ final class Claimer {
   private final PipelineContext context;
   /** Tells the handler pool that messages were put on the ready queue. */
   private final Runnable messagesReady;
+  /** Handled messages whose ack is not written yet: rows every claim reads past. */
+  private final IntSupplier unwrittenAcks;
   private final String queue;
   private final int batchSize;
   private final int claimThreshold;
@@ -47,6 +55,8 @@ final class Claimer {
 
   private final Object claimLock = new Object();
   private int claimsInFlight; // guarded by claimLock
+  /** The messages the claims in flight asked for; changed under claimLock, read without it by handlerEnded. */
+  private final AtomicInteger claiming = new AtomicInteger();
   private boolean fullClaims; // guarded by claimLock: the last claim found all it asked for
   private long recheckNanos = FIRST_RECHECK_NANOS; // guarded by claimLock
   private long idlePollNanos; // guarded by claimLock
@@ -57,9 +67,10 @@ final class Claimer {
 
   private volatile boolean running = true;
 
-  Claimer(PipelineContext context, Runnable messagesReady) {
+  Claimer(PipelineContext context, Runnable messagesReady, IntSupplier unwrittenAcks) {
     this.context = context;
     this.messagesReady = messagesReady;
+    this.unwrittenAcks = unwrittenAcks;
     PipelineSettings settings = context.settings;
     this.queue = context.queue;
     this.batchSize = context.batchSize;
@@ -140,9 +151,11 @@ final class Claimer {
         slots.acquireUninterruptibly(wanted); // never waits: only this lock's holder takes room
         leastFreeRoom.accumulateAndGet(slots.availablePermits(), Math::min);
         claimsInFlight++;
+        claiming.addAndGet(wanted);
         long wakesBefore = wakeCount.get();
         if (!context.submit(() -> claim(wanted, wakesBefore))) {
           claimsInFlight--;
+          claiming.addAndGet(-wanted);
           slots.release(wanted);
           return;
         }
@@ -235,6 +248,7 @@ final class Claimer {
   private void claimDone(int found, int wanted, boolean claimFailed, long wakesBefore) {
     synchronized (claimLock) {
       claimsInFlight--;
+      claiming.addAndGet(-wanted);
       if (!running) {
         claimLock.notifyAll();
         return;
@@ -310,18 +324,39 @@ final class Claimer {
   }
 
   /**
-   * Whether a claim into {@code free} room is worth its statement: a whole batch fits, or at least half of one fits
-   * and the buffer has run dry (handlers are about to wait). Claiming whenever half a batch fits would halve the claims
-   * of quick handlers (a claim is sent the moment half of the last one is handled), doubling the statements per
-   * message for no gain: the other half is handled long before the claim returns.
+   * Whether a claim into {@code free} room is worth its statement. Not while more than a batch of handled messages
+   * waits for its ack: their rows are ASSIGNED at the front of the queue, and a claim sent now reads past all of them
+   * (claims that overlap each other ran ahead of one ack stream and tripled the server's CPU per message). While the
+   * buffer has run dry (handlers are about to wait), at least half a batch must fit; claims then overlap each other as
+   * far as the room allows. While messages wait, a whole batch must fit, and less than a batch may wait or be on its
+   * way: busy handlers need a claim's worth of messages ahead of them, not the whole prefetch, which would only wait
+   * longer (in lease mode, past half its lease) and be lost in a crash (in the default mode). Claiming whenever half a
+   * batch fits would halve the claims of quick handlers (a claim is sent the moment half of the last one is handled),
+   * doubling the statements per message for no gain: the other half is handled long before the claim returns.
    */
   private boolean worthClaiming(int free) {
-    return free >= fullBatch || (free >= claimThreshold && context.ready.isEmpty());
+    if (unwrittenAcks.getAsInt() > batchSize) {
+      return false;
+    }
+    int waiting = context.ready.count();
+    if (waiting == 0) {
+      return free >= claimThreshold;
+    }
+    return free >= fullBatch && waiting + claiming.get() < fullBatch;
   }
 
   /** A handler ended: gives back its room, and claims again if the claims wait for room. */
   void handlerEnded() {
     slots.release();
+    claimIfWaiting();
+  }
+
+  /** An ack statement returned: claims held back by unwritten acks may go. */
+  void ackWritten() {
+    claimIfWaiting();
+  }
+
+  private void claimIfWaiting() {
     if (waitingForRoom.get() && worthClaiming(slots.availablePermits()) && waitingForRoom.compareAndSet(true, false)) {
       claimNow();
     }

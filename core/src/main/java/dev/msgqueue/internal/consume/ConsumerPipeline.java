@@ -15,8 +15,8 @@ import org.slf4j.LoggerFactory;
  * messages wait and ended when idle.
  *
  * <p>The messages claimed or being claimed never exceed the free room plus the prefetch. While claims find full
- * batches, up to four run at once; otherwise one. Up to as many ack statements run at once, each of at most
- * {@code batchSize} receipts.
+ * batches, up to four run at once; otherwise one; none while more than a batch of acks is unwritten. Up to as many
+ * ack statements run at once, each of at most {@code batchSize} receipts.
  */
 public final class ConsumerPipeline {
   private static final Logger log = LoggerFactory.getLogger(ConsumerPipeline.class);
@@ -33,9 +33,9 @@ public final class ConsumerPipeline {
       ConsumerThreads threads) {
     this.context = new PipelineContext(store, settings, threads);
     // Each room knows only the rooms it hands work to; the two hand-offs back go through this coordinator.
-    this.acks = new AckBatcher(context, this::housekeepingStopped, this::housekeepingAt);
+    this.acks = new AckBatcher(context, this::housekeepingStopped, this::housekeepingAt, this::ackWritten);
     this.housekeeping = new SubscriberHousekeeping(context, acks);
-    this.claimer = new Claimer(context, this::messagesReady);
+    this.claimer = new Claimer(context, this::messagesReady, acks::unwritten);
     this.handlers = new HandlerPool(context, handler, claimer, acks, housekeeping);
   }
 
@@ -45,6 +45,10 @@ public final class ConsumerPipeline {
 
   private void housekeepingAt(long atNanos) {
     housekeeping.scheduleHousekeeping(atNanos);
+  }
+
+  private void ackWritten() {
+    claimer.ackWritten();
   }
 
   private void messagesReady() {

@@ -39,7 +39,7 @@ final class PipelineContext {
   /** Every message claimed and not yet acked, failed or released, by id. */
   final Map<Long, Held> held = new ConcurrentHashMap<>();
   /** Claimed messages waiting for a handler. */
-  final ConcurrentLinkedQueue<Held> ready = new ConcurrentLinkedQueue<>();
+  final ReadyMessages ready = new ReadyMessages();
   /** Claimed messages that will not be started: released by the next housekeeping round or by close. */
   final ConcurrentLinkedQueue<Held> unstarted = new ConcurrentLinkedQueue<>();
   /** Failed handlers waiting for the retry policy (retries only): settled by a housekeeping round or by close. */

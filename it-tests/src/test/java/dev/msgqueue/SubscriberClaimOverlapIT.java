@@ -1,0 +1,278 @@
+package dev.msgqueue;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.zaxxer.hikari.HikariDataSource;
+import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.it.QueueRows;
+import dev.msgqueue.it.TestDatabase;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BooleanSupplier;
+import java.util.stream.IntStream;
+import org.jooq.ExecuteContext;
+import org.jooq.ExecuteListener;
+import org.jooq.SQLDialect;
+import org.jooq.impl.DSL;
+import org.jooq.impl.DefaultExecuteListenerProvider;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+// Kept in dev.msgqueue: reads Subscriber's package-private counters and wake().
+/**
+ * Claims that overlap under the {@link Subscriber}'s default prefetch: quick handlers get a second claim in flight
+ * while the first is still in the database, within the room ({@code concurrency + prefetch}); busy handlers get a
+ * batch or two ahead of them, not the whole prefetch. A jOOQ listener on the repository's context holds a claim
+ * statement after it ran (its rows ASSIGNED, its result not yet returned), so each interleaving is forced, not timed.
+ */
+@ExtendWith(MsgQueueDatabaseExtension.class)
+class SubscriberClaimOverlapIT {
+  /** A bound on liveness, not a speed claim: generous, since other builds share the machine. */
+  private static final long AWAIT_SECONDS = 120;
+  private static final Duration POLL = Duration.ofMillis(50);
+  private static final int BATCH = 10;
+
+  private final HikariDataSource pool;
+  private final QueueRows rows;
+  private final ClaimWatch claims = new ClaimWatch();
+  private final MsgQueueRepository repository;
+  private final List<AutoCloseable> toClose = new ArrayList<>();
+
+  SubscriberClaimOverlapIT(TestDatabase db) {
+    this.pool = db.pool(12);
+    this.rows = new QueueRows(db.dsl());
+    this.repository = MsgQueueRepository.create(
+        DSL.using(pool, SQLDialect.POSTGRES).configuration()
+            .derive(new DefaultExecuteListenerProvider(claims)).dsl(),
+        MsgQueueConfig.defaults());
+  }
+
+  @AfterEach
+  void closeAll() throws Exception {
+    claims.release();
+    for (int i = toClose.size() - 1; i >= 0; i--) {
+      toClose.get(i).close();
+    }
+    pool.close();
+  }
+
+  @Test
+  void theDefaultPrefetchLeavesRoomForSeveralClaimsInFlight() {
+    assertThat(Subscriber.builder(repository, QueueSpec.durable("defaults"), message -> { }).batchSize(BATCH)
+        .effectivePrefetch()).isEqualTo(Subscriber.DEFAULT_PREFETCH_BATCHES * BATCH);
+    assertThat(Subscriber.builder(repository, QueueSpec.durable("defaults"), message -> { }).batchSize(1_000)
+        .effectivePrefetch()).isEqualTo(Subscriber.DEFAULT_PREFETCH_BATCHES * 1_000);
+    assertThat(Subscriber.builder(repository, QueueSpec.durable("defaults"), message -> { }).prefetch(3)
+        .effectivePrefetch()).isEqualTo(3);
+  }
+
+  @Test
+  void quickHandlersGetASecondClaimWhileTheFirstIsInTheDatabaseWithinTheRoom() {
+    QueueSpec spec = QueueSpec.durable("overlap");
+    List<Long> ids = publish(spec, 200);
+    Map<Long, AtomicInteger> handled = new ConcurrentHashMap<>();
+    // The second claim (the first after a full one) is held after its statement ran until a third one has run too:
+    // with one claim at a time the third is never sent and this waits forever.
+    CountDownLatch thirdRan = new CountDownLatch(1);
+    claims.onClaim(2, () -> await("a third claim run while the second is held", () -> thirdRan.getCount() == 0));
+    claims.onClaim(3, thirdRan::countDown);
+    Subscriber subscriber = started(Subscriber.builder(repository, spec, counting(handled))
+        .concurrency(1).batchSize(BATCH).pollInterval(POLL));
+    int room = 1 + Subscriber.DEFAULT_PREFETCH_BATCHES * BATCH;
+
+    await("every message acked", () -> itemsOf(spec) == 0);
+    assertThat(claims.mostInFlight.get()).isBetween(2, Subscriber.DEFAULT_PREFETCH_BATCHES);
+    assertThat(claims.assignedWhenThirdRan).isGreaterThanOrEqualTo(2 * BATCH); // the held claim's and the third's
+    assertThat(subscriber.mostHeld()).isBetween(2 * BATCH, room);
+    assertThat(handled.keySet()).containsExactlyInAnyOrderElementsOf(ids);
+    assertThat(handled.values()).allSatisfy(count -> assertThat(count.get()).isOne());
+  }
+
+  @Test
+  void busyHandlersGetABatchOrTwoAheadNotTheWholePrefetch() throws Exception {
+    QueueSpec spec = QueueSpec.durable("busy");
+    List<Long> ids = publish(spec, 200);
+    Semaphore mayFinish = new Semaphore(0);
+    AtomicInteger running = new AtomicInteger();
+    Map<Long, AtomicInteger> handled = new ConcurrentHashMap<>();
+    MessageHandler counter = counting(handled);
+    Subscriber subscriber = started(Subscriber.builder(repository, spec, message -> {
+      running.incrementAndGet();
+      mayFinish.acquire();
+      counter.handle(message);
+      running.decrementAndGet();
+    }).concurrency(2).batchSize(BATCH).pollInterval(POLL));
+
+    // Two handlers blocked on the first claim's batch, eight waiting: less than a batch, so a wake-up claims one
+    // more; eighteen waiting then, and no wake-up or poll claims past that although the room (42) has space.
+    await("the handlers running", () -> running.get() == 2);
+    subscriber.wake();
+    await("a second batch claimed", () -> assignedOf(spec) == 2 * BATCH);
+    long claimsWhenAhead = subscriber.claimRounds();
+    for (int i = 0; i < 5; i++) {
+      subscriber.wake();
+    }
+    Thread.sleep(POLL.toMillis() * 4); // not a timing assertion: a claim sent meanwhile would only fail it
+    assertThat(subscriber.claimRounds()).isEqualTo(claimsWhenAhead);
+    assertThat(assignedOf(spec)).isEqualTo(2 * BATCH);
+
+    // Once less than a batch waits (with none on its way) the next claim goes out: by the tenth handler's end at the
+    // latest (the ninth may end before the next message is taken off the buffer). Held at most: the running
+    // handlers, less than a batch waiting and one on its way.
+    mayFinish.release(BATCH);
+    await("ten handled", () -> handled.size() == BATCH);
+    await("a third batch claimed", () -> subscriber.claimRounds() > claimsWhenAhead);
+    assertThat(subscriber.mostHeld()).isLessThanOrEqualTo(2 + 2 * BATCH - 1);
+    mayFinish.release(ids.size());
+    await("every message acked", () -> itemsOf(spec) == 0);
+    assertThat(handled.keySet()).containsExactlyInAnyOrderElementsOf(ids);
+    assertThat(handled.values()).allSatisfy(count -> assertThat(count.get()).isOne());
+  }
+
+  @Test
+  void claimsWaitWhileMoreThanABatchOfAcksIsUnwritten() throws Exception {
+    QueueSpec spec = QueueSpec.durable("ack-gate");
+    List<Long> ids = publish(spec, 200);
+    Map<Long, AtomicInteger> handled = new ConcurrentHashMap<>();
+    CountDownLatch ackMayRun = new CountDownLatch(1);
+    claims.onFirstAck(() -> {
+      try {
+        ackMayRun.await(AWAIT_SECONDS, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    });
+    // One handler, one ack statement at a time (no more than the handlers): while the first ack is held, the handled
+    // messages behind it pile up unwritten, and once more than a batch is unwritten no claim is sent.
+    Subscriber subscriber = started(Subscriber.builder(repository, spec, counting(handled))
+        .concurrency(1).batchSize(BATCH).ackDelay(Duration.ZERO).pollInterval(POLL));
+    int room = 1 + Subscriber.DEFAULT_PREFETCH_BATCHES * BATCH;
+
+    await("the first ack held", () -> claims.ackHeld.getCount() == 0);
+    // The second claim's batch is handled behind the held ack at the latest: more than a batch unwritten from then.
+    await("two batches handled", () -> handled.size() >= 2 * BATCH);
+    for (int i = 0; i < 5; i++) {
+      subscriber.wake();
+    }
+    Thread.sleep(POLL.toMillis() * 4); // not a timing assertion: claims sent meanwhile could only fail it
+    await("the claims sent before the gate closed returned", () -> claims.inFlight.get() == 0);
+    // The held batch, and what claims sent while at most a batch was unwritten could bring (the room); without the
+    // gate claims would go on as handlers free room, through all 200.
+    assertThat(handled.size()).isLessThanOrEqualTo(BATCH + room);
+    assertThat(itemsOf(spec)).isEqualTo(ids.size());
+
+    ackMayRun.countDown();
+    await("every message acked", () -> itemsOf(spec) == 0);
+    assertThat(subscriber.largestAck()).isLessThanOrEqualTo(BATCH);
+    assertThat(handled.keySet()).containsExactlyInAnyOrderElementsOf(ids);
+    assertThat(handled.values()).allSatisfy(count -> assertThat(count.get()).isOne());
+  }
+
+  private Subscriber started(Subscriber.Builder builder) {
+    Subscriber subscriber = builder.start();
+    toClose.add(subscriber);
+    return subscriber;
+  }
+
+  private List<Long> publish(QueueSpec spec, int count) {
+    repository.bindQueue(spec);
+    return repository.publishBatch(spec, IntStream.range(0, count).mapToObj(i -> "{\"n\":" + i + "}").toList());
+  }
+
+  private int itemsOf(QueueSpec spec) {
+    return rows.itemsOf(spec.name());
+  }
+
+  private int assignedOf(QueueSpec spec) {
+    return rows.assignedOf(spec.name());
+  }
+
+  /** A handler that counts each message's deliveries into {@code handled}. */
+  private static MessageHandler counting(Map<Long, AtomicInteger> handled) {
+    return message -> handled.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet();
+  }
+
+  private static void await(String what, BooleanSupplier condition) {
+    long giveUp = System.nanoTime() + TimeUnit.SECONDS.toNanos(AWAIT_SECONDS);
+    while (!condition.getAsBoolean()) {
+      assertThat(System.nanoTime() - giveUp).as("timed out waiting for: %s", what).isNegative();
+      try {
+        Thread.sleep(10);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new AssertionError("interrupted waiting for: " + what, e);
+      }
+    }
+  }
+
+  /**
+   * Counts the claim statements in flight (sent, result not yet returned) and runs an action in the n-th claim's
+   * thread after its statement ran; the third claim also records how many rows were ASSIGNED then. Can hold the first
+   * ack statement before it runs.
+   */
+  private final class ClaimWatch implements ExecuteListener {
+    final AtomicInteger mostInFlight = new AtomicInteger();
+    volatile int assignedWhenThirdRan = -1;
+    private final AtomicInteger inFlight = new AtomicInteger();
+    private final AtomicInteger seen = new AtomicInteger();
+    private final Map<Integer, Runnable> actions = new ConcurrentHashMap<>();
+    final CountDownLatch ackHeld = new CountDownLatch(1);
+    private volatile Runnable firstAck;
+    private volatile boolean released;
+
+    void onFirstAck(Runnable action) {
+      firstAck = action;
+    }
+
+    void onClaim(int nth, Runnable action) {
+      actions.put(nth, action);
+    }
+
+    void release() {
+      released = true;
+    }
+
+    private boolean isClaim(ExecuteContext ctx) {
+      String sql = ctx.sql() == null ? "" : ctx.sql().toLowerCase(Locale.ROOT);
+      return sql.startsWith("with") && sql.contains("skip locked");
+    }
+
+    @Override
+    public void executeStart(ExecuteContext ctx) {
+      if (isClaim(ctx)) {
+        mostInFlight.accumulateAndGet(inFlight.incrementAndGet(), Math::max);
+      }
+      String sql = ctx.sql() == null ? "" : ctx.sql().toLowerCase(Locale.ROOT);
+      Runnable action = firstAck;
+      if (action != null && sql.startsWith("delete") && ackHeld.getCount() > 0 && !released) {
+        ackHeld.countDown();
+        action.run();
+      }
+    }
+
+    @Override
+    public void executeEnd(ExecuteContext ctx) {
+      if (!isClaim(ctx)) {
+        return;
+      }
+      int nth = seen.incrementAndGet();
+      if (nth == 3) {
+        assignedWhenThirdRan = rows.assignedOf("overlap");
+      }
+      Runnable action = actions.get(nth);
+      if (action != null && !released) {
+        action.run();
+      }
+      inFlight.decrementAndGet();
+    }
+  }
+}
