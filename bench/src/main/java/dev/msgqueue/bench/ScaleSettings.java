@@ -64,11 +64,11 @@ record ScaleSettings(
       List.of(1, 100, 1_000), IDLE_SETTLE, IDLE_WINDOW, 100, CELLS);
 
   /**
-   * For work on the idle-subscriber cell: no backlog, the publish and housekeeping cells at the smoke test's sizes
-   * (their figures mean nothing), and 200 deliveries so that the p99 is not the single slowest of 50.
+   * For work on the idle-subscriber cell: only the subscribers' curve, at 1,000 subscribers, with 200 deliveries so that the p99 is not the single slowest of 50.
    */
   static final ScaleSettings IDLE = new ScaleSettings("idle", List.of(), 1_000, 20, List.of(10), 4,
-      Duration.ofMillis(600), Duration.ofMillis(200), 500, 5_000, List.of(1_000), IDLE_SETTLE, IDLE_WINDOW, 200);
+      Duration.ofMillis(600), Duration.ofMillis(200), 500, 5_000, List.of(1_000), IDLE_SETTLE, IDLE_WINDOW, 200,
+      Set.of("subscribers"));
 
   static ScaleSettings named(String form) {
     return switch (form) {
