@@ -243,7 +243,8 @@ class SubscriberClaimOverlapIT {
 
     private boolean isClaim(ExecuteContext ctx) {
       String sql = ctx.sql() == null ? "" : ctx.sql().toLowerCase(Locale.ROOT);
-      return sql.startsWith("with") && sql.contains("skip locked");
+      // A claim is the one statement that locks with SKIP LOCKED and sets ASSIGNED (docs/statements.sql).
+      return sql.contains("skip locked") && sql.contains("'assigned'");
     }
 
     @Override
