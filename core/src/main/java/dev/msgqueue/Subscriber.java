@@ -50,7 +50,7 @@ import java.time.Duration;
  *       lease remains; otherwise it is released to the queue unstarted, so waiting in the buffer never causes a
  *       second delivery.</li>
  *   <li><b>What a crash can lose (default mode).</b> At most {@code concurrency + prefetch} messages (with the
- *       defaults 8 + 400): those running and those claimed but not started. They stay ASSIGNED until they expire.
+ *       defaults 8 + 200): those running and those claimed but not started. They stay ASSIGNED until they expire.
  *       Lease mode loses nothing.</li>
  *   <li><b>Queue.</b> {@link Builder#start()} binds the queue; while running it keeps the queue alive every
  *       {@link MsgQueueConfig#keepAliveInterval()}, so an auto-deleted queue with a live subscriber is never reaped.
@@ -70,7 +70,7 @@ public final class Subscriber implements AutoCloseable {
    * The default prefetch, in batches: room for this many whole claims in flight at once besides the running handlers,
    * so that quick handlers are not bound to one claim stream's rate.
    */
-  public static final int DEFAULT_PREFETCH_BATCHES = 4;
+  public static final int DEFAULT_PREFETCH_BATCHES = 2;
   /** Default longest wait of a finished handler's ack for others to share its statement. */
   public static final Duration DEFAULT_ACK_DELAY = Duration.ofMillis(5);
   /** The longest {@code ackDelay}. */
@@ -333,7 +333,7 @@ public final class Subscriber implements AutoCloseable {
     }
 
     int effectivePrefetch() {
-      return prefetch == null ? DEFAULT_PREFETCH_BATCHES * batchSize : prefetch; // at most 4,000: within MAX_PREFETCH // at most 4,000: within MAX_PREFETCH
+      return prefetch == null ? DEFAULT_PREFETCH_BATCHES * batchSize : prefetch; // at most 2,000: within MAX_PREFETCH
     }
 
     /**
