@@ -12,7 +12,7 @@ import java.time.Duration;
  *
  * <ul>
  *   <li><b>Claims.</b> A claim takes up to {@code batchSize} messages into the free handler room plus a bounded buffer
- *       of {@code prefetch} messages waiting for a handler (by default {@value #DEFAULT_PREFETCH_BATCHES} batches);
+ *       of {@code prefetch} messages waiting for a handler (by default one batch);
  *       its room is reserved before the statement is sent, so the messages claimed or being claimed never exceed
  *       {@code concurrency + prefetch}. While the handlers have run dry, a claim is sent as soon as at least half a
  *       batch fits, and while claims find full batches several run at once (up to four, each on its own connection,
@@ -50,7 +50,7 @@ import java.time.Duration;
  *       lease remains; otherwise it is released to the queue unstarted, so waiting in the buffer never causes a
  *       second delivery.</li>
  *   <li><b>What a crash can lose (default mode).</b> At most {@code concurrency + prefetch} messages (with the
- *       defaults 8 + 200): those running and those claimed but not started. They stay ASSIGNED until they expire.
+ *       defaults 8 + 100): those running and those claimed but not started. They stay ASSIGNED until they expire.
  *       Lease mode loses nothing.</li>
  *   <li><b>Queue.</b> {@link Builder#start()} binds the queue; while running it keeps the queue alive every
  *       {@link MsgQueueConfig#keepAliveInterval()}, so an auto-deleted queue with a live subscriber is never reaped.
@@ -67,10 +67,11 @@ public final class Subscriber implements AutoCloseable {
   /** Default largest claim, and the ack flush size. */
   public static final int DEFAULT_BATCH_SIZE = 100;
   /**
-   * The default prefetch, in batches: room for this many whole claims in flight at once besides the running handlers,
-   * so that quick handlers are not bound to one claim stream's rate.
+   * The default prefetch, in batches: room for one whole claim in flight besides the running handlers. More room lets
+   * claims overlap each other; where the database shares its cores with the service that costs more than it gives
+   * (each claim reads past the rows the claims before it still hold), so it is a setting, not the default.
    */
-  public static final int DEFAULT_PREFETCH_BATCHES = 2;
+  public static final int DEFAULT_PREFETCH_BATCHES = 1;
   /** Default longest wait of a finished handler's ack for others to share its statement. */
   public static final Duration DEFAULT_ACK_DELAY = Duration.ofMillis(5);
   /** The longest {@code ackDelay}. */
@@ -237,12 +238,12 @@ public final class Subscriber implements AutoCloseable {
 
     /**
      * The most messages claimed ahead of the handlers, waiting for a free handler or on their way in claims, in
-     * [0, {@value Subscriber#MAX_PREFETCH}]; default: {@value Subscriber#DEFAULT_PREFETCH_BATCHES} times the batch
-     * size, room for that many claims in flight at once while handlers are quick. Busy handlers fill less of it: while
+     * [0, {@value Subscriber#MAX_PREFETCH}]; default: the batch size, room for one whole claim
+     * in flight; {@code n} batches leave room for n claims in flight at once while handlers are quick (up to four),
+     * which pays where claim latency, not the database's CPU, bounds the drain (a database across a network). Busy handlers fill less of it: while
      * messages wait, a claim is sent only if less than a batch waits or is on its way. In the default (at-most-once)
      * mode a crash loses at most {@code concurrency + prefetch} messages (those running and those waiting); 0 claims
-     * only into free handlers, in smaller claims, one at a time; the batch size leaves room for one full claim in
-     * flight, so quick handlers get one claim stream's rate. In lease mode a waiting message is started only while at
+     * only into free handlers, in smaller claims, one at a time. In lease mode a waiting message is started only while at
      * least half its lease remains, else released to the queue unstarted.
      */
     public Builder prefetch(int value) {
@@ -333,7 +334,7 @@ public final class Subscriber implements AutoCloseable {
     }
 
     int effectivePrefetch() {
-      return prefetch == null ? DEFAULT_PREFETCH_BATCHES * batchSize : prefetch; // at most 2,000: within MAX_PREFETCH
+      return prefetch == null ? DEFAULT_PREFETCH_BATCHES * batchSize : prefetch; // at most 1,000: within MAX_PREFETCH
     }
 
     /**

@@ -29,7 +29,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
 
 // Kept in dev.msgqueue: reads Subscriber's package-private counters and wake().
 /**
- * Claims that overlap under the {@link Subscriber}'s default prefetch: quick handlers get a second claim in flight
+ * Claims that overlap when the {@link Subscriber}'s prefetch leaves room for several (here four batches): quick handlers get a second claim in flight
  * while the first is still in the database, within the room ({@code concurrency + prefetch}); busy handlers get a
  * batch or two ahead of them, not the whole prefetch. A jOOQ listener on the repository's context holds a claim
  * statement after it ran (its rows ASSIGNED, its result not yet returned), so each interleaving is forced, not timed.
@@ -40,6 +40,7 @@ class SubscriberClaimOverlapIT {
   private static final long AWAIT_SECONDS = 120;
   private static final Duration POLL = Duration.ofMillis(50);
   private static final int BATCH = 10;
+  private static final int PREFETCH = 4 * BATCH;
 
   private final HikariDataSource pool;
   private final QueueRows rows;
@@ -66,7 +67,7 @@ class SubscriberClaimOverlapIT {
   }
 
   @Test
-  void theDefaultPrefetchLeavesRoomForSeveralClaimsInFlight() {
+  void theDefaultPrefetchIsAWholeNumberOfBatches() {
     assertThat(Subscriber.builder(repository, QueueSpec.durable("defaults"), message -> { }).batchSize(BATCH)
         .effectivePrefetch()).isEqualTo(Subscriber.DEFAULT_PREFETCH_BATCHES * BATCH);
     assertThat(Subscriber.builder(repository, QueueSpec.durable("defaults"), message -> { }).batchSize(1_000)
@@ -86,11 +87,11 @@ class SubscriberClaimOverlapIT {
     claims.onClaim(2, () -> await("a third claim run while the second is held", () -> thirdRan.getCount() == 0));
     claims.onClaim(3, thirdRan::countDown);
     Subscriber subscriber = started(Subscriber.builder(repository, spec, counting(handled))
-        .concurrency(1).batchSize(BATCH).pollInterval(POLL));
-    int room = 1 + Subscriber.DEFAULT_PREFETCH_BATCHES * BATCH;
+        .concurrency(1).batchSize(BATCH).prefetch(PREFETCH).pollInterval(POLL));
+    int room = 1 + PREFETCH;
 
     await("every message acked", () -> itemsOf(spec) == 0);
-    assertThat(claims.mostInFlight.get()).isBetween(2, Subscriber.DEFAULT_PREFETCH_BATCHES);
+    assertThat(claims.mostInFlight.get()).isBetween(2, PREFETCH / BATCH);
     assertThat(claims.assignedWhenThirdRan).isGreaterThanOrEqualTo(2 * BATCH); // the held claim's and the third's
     assertThat(subscriber.mostHeld()).isBetween(2 * BATCH, room);
     assertThat(handled.keySet()).containsExactlyInAnyOrderElementsOf(ids);
@@ -110,7 +111,7 @@ class SubscriberClaimOverlapIT {
       mayFinish.acquire();
       counter.handle(message);
       running.decrementAndGet();
-    }).concurrency(2).batchSize(BATCH).pollInterval(POLL));
+    }).concurrency(2).batchSize(BATCH).prefetch(PREFETCH).pollInterval(POLL));
 
     // Two handlers blocked on the first claim's batch, eight waiting: less than a batch, so a wake-up claims one
     // more; eighteen waiting then, and no wake-up or poll claims past that although the room (42) has space.
@@ -154,8 +155,8 @@ class SubscriberClaimOverlapIT {
     // One handler, one ack statement at a time (no more than the handlers): while the first ack is held, the handled
     // messages behind it pile up unwritten, and once more than a batch is unwritten no claim is sent.
     Subscriber subscriber = started(Subscriber.builder(repository, spec, counting(handled))
-        .concurrency(1).batchSize(BATCH).ackDelay(Duration.ZERO).pollInterval(POLL));
-    int room = 1 + Subscriber.DEFAULT_PREFETCH_BATCHES * BATCH;
+        .concurrency(1).batchSize(BATCH).prefetch(PREFETCH).ackDelay(Duration.ZERO).pollInterval(POLL));
+    int room = 1 + PREFETCH;
 
     await("the first ack held", () -> claims.ackHeld.getCount() == 0);
     // The second claim's batch is handled behind the held ack at the latest: more than a batch unwritten from then.
