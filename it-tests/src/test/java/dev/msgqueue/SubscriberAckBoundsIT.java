@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.zaxxer.hikari.HikariDataSource;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.it.RepositoryFixture;
 import dev.msgqueue.it.TestDatabase;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
@@ -27,9 +28,6 @@ import java.util.function.UnaryOperator;
 import java.util.stream.IntStream;
 import org.jooq.ExecuteContext;
 import org.jooq.ExecuteListener;
-import org.jooq.SQLDialect;
-import org.jooq.impl.DSL;
-import org.jooq.impl.DefaultExecuteListenerProvider;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -62,10 +60,7 @@ class SubscriberAckBoundsIT {
         .statementTimeout(STATEMENT_TIMEOUT)
         .lockTimeout(STATEMENT_TIMEOUT)
         .build();
-    this.repository = MsgQueueRepository.create(
-        DSL.using(pool, SQLDialect.POSTGRES).configuration()
-            .derive(new DefaultExecuteListenerProvider(statements)).dsl(),
-        config);
+    this.repository = RepositoryFixture.listenedRepository(pool, statements, config);
   }
 
   @AfterEach

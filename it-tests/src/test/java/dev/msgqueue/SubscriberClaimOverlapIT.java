@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.QueueRows;
+import dev.msgqueue.it.RepositoryFixture;
 import dev.msgqueue.it.TestDatabase;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -20,9 +21,6 @@ import java.util.function.BooleanSupplier;
 import java.util.stream.IntStream;
 import org.jooq.ExecuteContext;
 import org.jooq.ExecuteListener;
-import org.jooq.SQLDialect;
-import org.jooq.impl.DSL;
-import org.jooq.impl.DefaultExecuteListenerProvider;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -51,10 +49,7 @@ class SubscriberClaimOverlapIT {
   SubscriberClaimOverlapIT(TestDatabase db) {
     this.pool = db.pool(12);
     this.rows = new QueueRows(db.dsl());
-    this.repository = MsgQueueRepository.create(
-        DSL.using(pool, SQLDialect.POSTGRES).configuration()
-            .derive(new DefaultExecuteListenerProvider(claims)).dsl(),
-        MsgQueueConfig.defaults());
+    this.repository = RepositoryFixture.listenedRepository(pool, claims, MsgQueueConfig.defaults());
   }
 
   @AfterEach

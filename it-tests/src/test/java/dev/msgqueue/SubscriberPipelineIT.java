@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.zaxxer.hikari.HikariDataSource;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
+import dev.msgqueue.it.RepositoryFixture;
 import dev.msgqueue.it.TestDatabase;
 import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
 import java.sql.DriverManager;
@@ -24,9 +25,6 @@ import java.util.function.BooleanSupplier;
 import java.util.stream.IntStream;
 import org.jooq.ExecuteContext;
 import org.jooq.ExecuteListener;
-import org.jooq.SQLDialect;
-import org.jooq.impl.DSL;
-import org.jooq.impl.DefaultExecuteListenerProvider;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -53,10 +51,7 @@ class SubscriberPipelineIT {
   SubscriberPipelineIT(TestDatabase db) {
     this.db = db;
     this.pool = db.pool(12);
-    this.repository = MsgQueueRepository.create(
-        DSL.using(pool, SQLDialect.POSTGRES).configuration()
-            .derive(new DefaultExecuteListenerProvider(claimHold)).dsl(),
-        MsgQueueConfig.defaults());
+    this.repository = RepositoryFixture.listenedRepository(pool, claimHold, MsgQueueConfig.defaults());
   }
 
   @AfterEach

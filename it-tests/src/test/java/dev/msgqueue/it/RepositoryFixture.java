@@ -10,6 +10,11 @@ import dev.msgqueue.jooq.tables.records.MessageQueueItemRecord;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import javax.sql.DataSource;
+import org.jooq.ExecuteListener;
+import org.jooq.SQLDialect;
+import org.jooq.impl.DSL;
+import org.jooq.impl.DefaultExecuteListenerProvider;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.extension.ExtendWith;
 
@@ -50,6 +55,18 @@ public abstract class RepositoryFixture {
     this.pool = db.pool(poolSize);
     this.config = MsgQueueConfig.defaults();
     this.repository = MsgQueueRepository.create(pool, config);
+  }
+
+  /**
+   * A repository over {@code pool} whose every statement {@code listener} sees: for tests that count, hold or fail
+   * the library's statements at an exact point.
+   */
+  public static MsgQueueRepository listenedRepository(
+      DataSource pool, ExecuteListener listener, MsgQueueConfig config) {
+    return MsgQueueRepository.create(
+        DSL.using(pool, SQLDialect.POSTGRES).configuration()
+            .derive(new DefaultExecuteListenerProvider(listener)).dsl(),
+        config);
   }
 
   /** Closes {@code closeable} after the test, before the pool. */
