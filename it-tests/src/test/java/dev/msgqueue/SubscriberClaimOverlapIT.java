@@ -113,6 +113,8 @@ class SubscriberClaimOverlapIT {
     await("the handlers running", () -> running.get() == 2);
     subscriber.wake();
     await("a second batch claimed", () -> assignedOf(spec) == 2 * BATCH);
+    // The rows are ASSIGNED once the claim commits, before the subscriber has read its result and counted the round.
+    await("the second claim returned", () -> subscriber.claimRounds() >= 2);
     long claimsWhenAhead = subscriber.claimRounds();
     for (int i = 0; i < 5; i++) {
       subscriber.wake();
