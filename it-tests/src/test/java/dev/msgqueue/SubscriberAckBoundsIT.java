@@ -51,6 +51,11 @@ class SubscriberAckBoundsIT {
   private final HikariDataSource pool;
   private final ReceiptStatements statements = new ReceiptStatements();
   private final MsgQueueRepository repository;
+  /**
+   * Publishes the test's messages with the default timeouts: a 1,000-row insert can outlast the subscriber's short
+   * statement timeout while other test classes load the server, and publishing is not what these tests time out.
+   */
+  private final MsgQueueRepository publisher;
   private final List<AutoCloseable> toClose = new ArrayList<>();
 
   SubscriberAckBoundsIT(TestDatabase db) {
@@ -61,6 +66,7 @@ class SubscriberAckBoundsIT {
         .lockTimeout(STATEMENT_TIMEOUT)
         .build();
     this.repository = RepositoryFixture.listenedRepository(pool, statements, config);
+    this.publisher = MsgQueueRepository.create(pool, MsgQueueConfig.builder().build());
   }
 
   @AfterEach
@@ -212,10 +218,10 @@ class SubscriberAckBoundsIT {
   }
 
   private List<Long> publish(QueueSpec spec, int count) {
-    repository.bindQueue(spec);
+    publisher.bindQueue(spec);
     List<Long> ids = new ArrayList<>();
     for (int from = 0; from < count; from += 1_000) {
-      ids.addAll(repository.publishBatch(spec,
+      ids.addAll(publisher.publishBatch(spec,
           IntStream.range(from, Math.min(count, from + 1_000)).mapToObj(Integer::toString).toList()));
     }
     return ids;
