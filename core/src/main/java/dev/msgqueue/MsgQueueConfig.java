@@ -37,6 +37,11 @@ import java.time.Duration;
  *     delay and TTL) from different threads of one repository are combined into one statement and one commit (group
  *     commit): a publish that finds none in flight goes out at once; those arriving meanwhile go out together next.
  *     Publishes in a caller's transaction are never combined.
+ * @param maintenanceDutyCycle the largest share of its running time the reaper and the cleanup spend in their batches:
+ *     after a batch that took {@code t}, a job pauses {@code t × (1 − d) / d} before its next, so that a long tick
+ *     (a backlog of expired messages or idle queues) leaves the server's CPU and WAL flushes to publishers and
+ *     consumers between batches. 1 runs the batches back to back; 0.5 (the default) pauses as long as each batch took,
+ *     doubling a long tick's duration. In (0, 1].
  */
 public record MsgQueueConfig(
     Duration keepAliveInterval,
@@ -50,7 +55,8 @@ public record MsgQueueConfig(
     Duration lockTimeout,
     boolean wakeupNotifications,
     Duration wakeupWindow,
-    boolean publishCoalescing) {
+    boolean publishCoalescing,
+    double maintenanceDutyCycle) {
 
   /** The largest payload this library accepts at all: PostgreSQL's jsonb limit is far above, but memory is not. */
   public static final int PAYLOAD_BYTES_CEILING = 64 * 1024 * 1024;
@@ -86,12 +92,20 @@ public record MsgQueueConfig(
           + statementTimeout + ")");
     }
     Arguments.requirePositiveAtMost(wakeupWindow, "wakeupWindow", MAX_WAKEUP_WINDOW);
+    requireDutyCycle(maintenanceDutyCycle);
+  }
+
+  private static double requireDutyCycle(double value) {
+    if (!(value > 0 && value <= 1)) {
+      throw new IllegalArgumentException("maintenanceDutyCycle must be in (0, 1], was " + value);
+    }
+    return value;
   }
 
   /**
    * The defaults: keep-alive 5 min, reap after 1 h idle in batches of 100, TTL 5 min, payloads up to 1 MiB,
    * statements bounded to 30 s and lock waits in msgqueue's own transactions to 5 s, wake-up notifications on with a
-   * 50 ms coalescing window.
+   * 50 ms coalescing window, maintenance batches at most half of a job's running time.
    */
   public static MsgQueueConfig defaults() {
     return builder().build();
@@ -115,6 +129,7 @@ public record MsgQueueConfig(
     private boolean wakeupNotifications = true;
     private Duration wakeupWindow = Duration.ofMillis(50);
     private boolean publishCoalescing = true;
+    private double maintenanceDutyCycle = 0.5;
 
     private Builder() { }
 
@@ -185,6 +200,12 @@ public record MsgQueueConfig(
       return this;
     }
 
+    /** @throws IllegalArgumentException unless in (0, 1] */
+    public Builder maintenanceDutyCycle(double value) {
+      this.maintenanceDutyCycle = requireDutyCycle(value);
+      return this;
+    }
+
     /**
      * Checks the values against each other (each one was checked when set).
      *
@@ -193,7 +214,7 @@ public record MsgQueueConfig(
     public MsgQueueConfig build() {
       return new MsgQueueConfig(keepAliveInterval, reapIdleThreshold, reapBatchSize, cleanupBatchSize,
           defaultMessageTtl, maxPayloadBytes, maxTrackedQueues, statementTimeout, lockTimeout, wakeupNotifications,
-          wakeupWindow, publishCoalescing);
+          wakeupWindow, publishCoalescing, maintenanceDutyCycle);
     }
   }
 }

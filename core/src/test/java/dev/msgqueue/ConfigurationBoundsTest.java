@@ -40,7 +40,10 @@ class ConfigurationBoundsTest {
         b -> b.wakeupWindow(YEAR.multipliedBy(300)),
         b -> b.wakeupWindow(MsgQueueConfig.MAX_WAKEUP_WINDOW.plusNanos(1)),
         b -> b.wakeupWindow(Duration.ZERO),
-        b -> b.keepAliveInterval(Duration.ofSeconds(-1)));
+        b -> b.keepAliveInterval(Duration.ofSeconds(-1)),
+        b -> b.maintenanceDutyCycle(0),
+        b -> b.maintenanceDutyCycle(1.0001),
+        b -> b.maintenanceDutyCycle(Double.NaN));
     for (Consumer<MsgQueueConfig.Builder> setting : settings) {
       assertThatThrownBy(() -> setting.accept(MsgQueueConfig.builder())).isInstanceOf(IllegalArgumentException.class);
     }
@@ -51,11 +54,11 @@ class ConfigurationBoundsTest {
   @Test
   void theCanonicalConstructorChecksTheSameBounds() {
     assertThatThrownBy(() -> new MsgQueueConfig(HUGE, HUGE, 100, 1_000, Duration.ofMinutes(5), 1 << 20, 10_000,
-        Duration.ofSeconds(30), Duration.ofSeconds(5), true, Duration.ofMillis(50), true))
+        Duration.ofSeconds(30), Duration.ofSeconds(5), true, Duration.ofMillis(50), true, 0.5))
         .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("keepAliveInterval");
     assertThatThrownBy(() -> new MsgQueueConfig(Duration.ofMinutes(5), Duration.ofHours(1), 100, 1_000,
         Duration.ofMinutes(5), 1 << 20, 10_000, Duration.ofSeconds(30), Duration.ofSeconds(5), true,
-        YEAR.multipliedBy(300), true)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("wakeupWindow");
+        YEAR.multipliedBy(300), true, 0.5)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("wakeupWindow");
   }
 
   @Test

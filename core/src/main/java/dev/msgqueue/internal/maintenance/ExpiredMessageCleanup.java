@@ -10,34 +10,49 @@ import org.slf4j.LoggerFactory;
 /**
  * The expired-message cleanup: deletes expired messages, orphans (whose queue was deleted) included, in batches of
  * {@link MsgQueueConfig#cleanupBatchSize()}, each batch its own transaction; then the failure records of messages
- * that are gone.
+ * that are gone. Batches are paced to {@link MsgQueueConfig#maintenanceDutyCycle()}.
  */
 public final class ExpiredMessageCleanup {
   private static final Logger log = LoggerFactory.getLogger(ExpiredMessageCleanup.class);
 
   private final DSLContext ctx;
   private final MsgQueueConfig config;
+  private final BatchPacing pacing;
 
   public ExpiredMessageCleanup(DSLContext ctx, MsgQueueConfig config) {
-    this.ctx = ctx;
-    this.config = config;
+    this(ctx, config, new BatchPacing(config.maintenanceDutyCycle()));
   }
 
-  /** Runs batches until a batch comes back short; @return how many messages it deleted */
+  ExpiredMessageCleanup(DSLContext ctx, MsgQueueConfig config, BatchPacing pacing) {
+    this.ctx = ctx;
+    this.config = config;
+    this.pacing = pacing;
+  }
+
+  /**
+   * Runs batches until a batch comes back short, or the thread is interrupted between batches.
+   *
+   * @return how many messages it deleted
+   */
   public int deleteExpired() {
     int total = 0;
     int deleted;
+    boolean more;
     do {
+      long batchStart = pacing.batchStarts();
       deleted = ctx.transactionResult(tx -> {
         SessionSettings.limitLockWaits(tx.dsl(), config.lockTimeout());
         return MaintenanceStatements.cleanUpExpiredMessages(tx.dsl(), config.cleanupBatchSize());
       });
       total += deleted;
-    } while (deleted == config.cleanupBatchSize());
+      more = deleted == config.cleanupBatchSize() && pacing.pauseAfter(batchStart);
+    } while (more);
     if (total > 0) {
       log.debug("deleted {} expired message(s)", total);
     }
-    deleteOrphanedFailures();
+    if (!Thread.currentThread().isInterrupted()) {
+      deleteOrphanedFailures();
+    }
     return total;
   }
 
@@ -49,10 +64,13 @@ public final class ExpiredMessageCleanup {
   private int deleteOrphanedFailures() {
     int total = 0;
     int deleted;
+    boolean more;
     do {
+      long batchStart = pacing.batchStarts();
       deleted = MaintenanceStatements.deleteOrphanedFailures(ctx, config.cleanupBatchSize());
       total += deleted;
-    } while (deleted == config.cleanupBatchSize());
+      more = deleted == config.cleanupBatchSize() && pacing.pauseAfter(batchStart);
+    } while (more);
     if (total > 0) {
       log.debug("deleted {} failure record(s) of messages that are gone", total);
     }

@@ -31,6 +31,7 @@ import org.slf4j.LoggerFactory;
  *
  * A batch that fails (anything but a lost connection) is retried queue by queue, each in its own transaction, so one
  * queue that cannot be reaped never holds back the others; that queue is logged and left for the next run.
+ * Batches are paced to {@link MsgQueueConfig#maintenanceDutyCycle()}.
  */
 public final class IdleQueueReaper {
   private static final Logger log = LoggerFactory.getLogger(IdleQueueReaper.class);
@@ -39,18 +40,29 @@ public final class IdleQueueReaper {
 
   private final DSLContext ctx;
   private final MsgQueueConfig config;
+  private final BatchPacing pacing;
 
   public IdleQueueReaper(DSLContext ctx, MsgQueueConfig config) {
-    this.ctx = ctx;
-    this.config = config;
+    this(ctx, config, new BatchPacing(config.maintenanceDutyCycle()));
   }
 
-  /** Runs batches until none is left; @return the names of the queues deleted */
+  IdleQueueReaper(DSLContext ctx, MsgQueueConfig config, BatchPacing pacing) {
+    this.ctx = ctx;
+    this.config = config;
+    this.pacing = pacing;
+  }
+
+  /**
+   * Runs batches until none is left, or the thread is interrupted between batches.
+   *
+   * @return the names of the queues deleted
+   */
   public List<String> reap() {
     List<String> reaped = new ArrayList<>();
     // Queues chosen in this run but kept (still referenced, or failed): later batches of the run look past them.
     Set<String> heldBack = new HashSet<>();
     while (true) {
+      long batchStart = pacing.batchStarts();
       List<String> locked = new ArrayList<>();
       List<String> deleted;
       try {
@@ -74,7 +86,7 @@ public final class IdleQueueReaper {
       locked.removeAll(deleted);
       heldBack.addAll(locked);
       // A short batch means no idle queue is left; a full one may mean more, past the ones held back so far.
-      if (chosen < config.reapBatchSize() || heldBack.size() >= MAX_HELD_BACK) {
+      if (chosen < config.reapBatchSize() || heldBack.size() >= MAX_HELD_BACK || !pacing.pauseAfter(batchStart)) {
         break;
       }
     }
