@@ -74,6 +74,8 @@ record BenchOptions(
       "                          minutes), long (adds the 10M-message backlog: about 15 GB of disk, longer) or",
       "                          idle (only the 1,000 idle subscribers' cell, with 200 deliveries)",
       "  --scale-cells CURVES    only these curves of the scale scenario: backlog,queues,housekeeping,subscribers",
+      "  --maintenance-duty-cycles 1,0.5  one housekeeping cell per MsgQueueConfig.maintenanceDutyCycle, in this",
+      "                          order (default 1,0.5: batches back to back, then the library's default)",
       "  --scenarios IDS         run only these: publish-contention,batching,reaper-race,end-to-end,drain,",
       "                          sustained,drain-repeat,scale",
       "  --quick                 tiny sizes (the CI smoke test; its figures mean nothing)",
@@ -111,6 +113,7 @@ record BenchOptions(
     ScaleSettings scale = quick ? ScaleSettings.QUICK : ScaleSettings.SHORT;
     List<String> drainCells = List.of();
     List<String> scaleCells = List.of();
+    List<Double> dutyCycles = List.of();
     for (int i = 0; i < args.length; i++) {
       String arg = args[i];
       switch (arg) {
@@ -142,6 +145,7 @@ record BenchOptions(
           scale = quick ? ScaleSettings.QUICK : ScaleSettings.named(form);
         }
         case "--scale-cells" -> scaleCells = List.of(value(args, ++i, arg).split(","));
+        case "--maintenance-duty-cycles" -> dutyCycles = dutyCycles(value(args, ++i, arg), arg);
         case "--drain-cells" -> drainCells = List.of(value(args, ++i, arg).split(","));
         case "--scenarios" -> scenarioIds = List.of(value(args, ++i, arg).split(","));
         case "--reaper-race" -> reaperRace = reaperRace.withRunLength(seconds(value(args, ++i, arg), arg));
@@ -153,6 +157,9 @@ record BenchOptions(
         throw new UsageException("--scale-cells takes some of " + ScaleSettings.CELLS + ", was " + scaleCells);
       }
       scale = scale.withCells(java.util.Set.copyOf(scaleCells));
+    }
+    if (!dutyCycles.isEmpty()) {
+      scale = scale.withMaintenanceDutyCycles(dutyCycles);
     }
     if (cellDuration.isZero()) {
       throw new UsageException("--duration must be positive");
@@ -168,6 +175,23 @@ record BenchOptions(
 
   int maxPublishers() {
     return publisherCounts.stream().mapToInt(Integer::intValue).max().orElse(1);
+  }
+
+  private static List<Double> dutyCycles(String text, String option) throws UsageException {
+    List<Double> values = new java.util.ArrayList<>();
+    for (String part : text.split(",")) {
+      double value;
+      try {
+        value = Double.parseDouble(part.trim());
+      } catch (NumberFormatException e) {
+        throw new UsageException(option + " takes numbers in (0, 1], was " + text);
+      }
+      if (!(value > 0 && value <= 1)) {
+        throw new UsageException(option + " takes numbers in (0, 1], was " + text);
+      }
+      values.add(value);
+    }
+    return values;
   }
 
   private static String value(String[] args, int index, String option) throws UsageException {

@@ -118,7 +118,7 @@ record ScaleScenario(ScaleSettings settings) implements Scenario {
   @Override
   public int steps() {
     return (runs("backlog") ? settings.backlogs().size() : 0)
-        + (runs("queues") ? 2 * settings.queueCounts().size() + 1 : 0) + (runs("housekeeping") ? 1 : 0)
+        + (runs("queues") ? 2 * settings.queueCounts().size() + 1 : 0) + (runs("housekeeping") ? settings.maintenanceDutyCycles().size() : 0)
         + (runs("subscribers") ? settings.subscriberCounts().size() : 0);
   }
 
@@ -130,7 +130,9 @@ record ScaleScenario(ScaleSettings settings) implements Scenario {
       seconds += 5 + backlog / 12_500;
     }
     seconds += (2 * settings.queueCounts().size() + 1) * (settings.publishFor().toSeconds() + 3);
-    seconds += 10 + settings.expiredMessages() / 40_000 + settings.idleQueues() / 5_000;
+    seconds += settings.maintenanceDutyCycles().stream()
+        .mapToLong(duty -> 10 + (long) ((settings.expiredMessages() / 80_000 + settings.idleQueues() / 20_000) / duty))
+        .sum();
     for (int subscribers : settings.subscriberCounts()) {
       seconds += settings.settle().toSeconds() + settings.idleFor().toSeconds() + 3 + subscribers / 50;
     }
@@ -163,11 +165,12 @@ record ScaleScenario(ScaleSettings settings) implements Scenario {
           settings.keepAliveInterval().toMillis()));
       queueRows.add(queues(database, queues, WRITES, settings.keepAliveInterval(), defaultTracked));
     }
-    HousekeepingRow housekeeping = null;
-    if (runs("housekeeping")) {
-      context.step(String.format(Locale.ROOT, "scale: housekeeping over %,d idle queues, %,d expired messages",
-          settings.idleQueues(), settings.expiredMessages()));
-      housekeeping = housekeeping(database);
+    List<HousekeepingRow> housekeeping = new ArrayList<>();
+    for (double duty : runs("housekeeping") ? settings.maintenanceDutyCycles() : List.<Double>of()) {
+      context.step(String.format(Locale.ROOT,
+          "scale: housekeeping over %,d idle queues, %,d expired messages, maintenance duty cycle %.2f",
+          settings.idleQueues(), settings.expiredMessages(), duty));
+      housekeeping.add(housekeeping(database, duty));
     }
     List<SubscribersRow> subscriberRows = new ArrayList<>();
     for (int subscribers : runs("subscribers") ? settings.subscriberCounts() : List.<Integer>of()) {
@@ -417,7 +420,7 @@ record ScaleScenario(ScaleSettings settings) implements Scenario {
 
   // ---------------------------------------------------------------- housekeeping
 
-  private HousekeepingRow housekeeping(BenchDatabase database) throws Exception {
+  private HousekeepingRow housekeeping(BenchDatabase database, double dutyCycle) throws Exception {
     database.reset();
     DSLContext control = database.control();
     createQueues(control, "scale-h-", settings.idleQueues(), true, Duration.ofHours(2));
@@ -427,11 +430,13 @@ record ScaleScenario(ScaleSettings settings) implements Scenario {
     }
     createQueues(control, LOAD_QUEUE, 1, false, Duration.ZERO);
     vacuumAnalyze(control);
+    database.checkpointAfterLoad();
     long rowsBefore = housekeepingRows(control);
 
     try (HikariDataSource housekeeperPool = pool(database, HOUSEKEEPER_APP, 4);
         HikariDataSource loadPool = pool(database, "scale-load", 4)) {
-      MsgQueueRepository housekeeping = MsgQueueRepository.create(housekeeperPool, MsgQueueConfig.defaults());
+      MsgQueueRepository housekeeping = MsgQueueRepository.create(housekeeperPool,
+          MsgQueueConfig.builder().maintenanceDutyCycle(dutyCycle).build());
       Housekeeper housekeeper = Housekeeper.builder(housekeeping).build();
       MsgQueueRepository load = MsgQueueRepository.create(loadPool, MsgQueueConfig.defaults());
       QueueSpec loadQueue = QueueSpec.durable(LOAD_QUEUE);
@@ -486,7 +491,7 @@ record ScaleScenario(ScaleSettings settings) implements Scenario {
       double[] pd = publishDuring.percentilesMillis(0.5, 0.99);
       double[] cw = claims[0].percentilesMillis(0.5, 0.99);
       double[] cd = claims[1].percentilesMillis(0.5, 0.99);
-      return new HousekeepingRow(settings.idleQueues(), settings.expiredMessages(), run.outcome().name(),
+      return new HousekeepingRow(settings.idleQueues(), settings.expiredMessages(), dutyCycle, run.outcome().name(),
           run.reapedQueues(), run.deletedExpiredMessages(), tickSeconds, rowsDeleted / Math.max(1e-9, tickSeconds),
           longestLockMillis, publishWithout.size(), pw[0], pw[1], publishDuring.size(), pd[0], pd[1],
           claims[0].size(), cw[0], cw[1], claims[1].size(), cd[0], cd[1]);
@@ -801,7 +806,7 @@ record ScaleScenario(ScaleSettings settings) implements Scenario {
     }
   }
 
-  record HousekeepingRow(int idleQueues, int expiredMessages, String outcome, int reapedQueues,
+  record HousekeepingRow(int idleQueues, int expiredMessages, double dutyCycle, String outcome, int reapedQueues,
       int deletedMessages, double tickSeconds, double rowsPerSecond, double longestTransactionMillis,
       int publishesWithout, double publishP50WithoutMillis, double publishP99WithoutMillis, int publishesDuring,
       double publishP50DuringMillis, double publishP99DuringMillis, int claimsWithout, double claimP50WithoutMillis,
@@ -813,7 +818,7 @@ record ScaleScenario(ScaleSettings settings) implements Scenario {
 
   private static final ObjectMapper CSV_MAPPER = new ObjectMapper();
 
-  record ScaleResult(String form, List<BacklogRow> backlog, List<QueuesRow> queues, HousekeepingRow housekeeping,
+  record ScaleResult(String form, List<BacklogRow> backlog, List<QueuesRow> queues, List<HousekeepingRow> housekeeping,
       List<SubscribersRow> idleSubscribers) implements Result {
     @Override
     public void printTable(PrintStream out) {
@@ -844,12 +849,12 @@ record ScaleScenario(ScaleSettings settings) implements Scenario {
             r.notificationsPerPublish(), r.serverCpuMicrosPerMessage(), r.clientCpuMicrosPerMessage());
       }
       out.println();
-      HousekeepingRow h = housekeeping;
-      if (h != null) {
-        out.printf(Locale.ROOT, "housekeeping tick over %,d idle queues and %,d expired messages: %s, %.2f s, %,.0f rows/s,"
-                + " reaped %,d queues, cleanup deleted %,d messages, longest row-locking transaction %.0f ms%n",
-            h.idleQueues(), h.expiredMessages(), h.outcome(), h.tickSeconds(), h.rowsPerSecond(), h.reapedQueues(),
-            h.deletedMessages(), h.longestTransactionMillis());
+      for (HousekeepingRow h : housekeeping) {
+        out.printf(Locale.ROOT, "housekeeping tick over %,d idle queues and %,d expired messages, duty cycle %.2f: %s,"
+                + " %.2f s, %,.0f rows/s, reaped %,d queues, cleanup deleted %,d messages, longest row-locking"
+                + " transaction %.0f ms%n",
+            h.idleQueues(), h.expiredMessages(), h.dutyCycle(), h.outcome(), h.tickSeconds(), h.rowsPerSecond(),
+            h.reapedQueues(), h.deletedMessages(), h.longestTransactionMillis());
         out.printf(Locale.ROOT, "  publish p50/p99 %.2f / %.2f ms without a tick (%d), %.2f / %.2f ms during (%d)%n",
             h.publishP50WithoutMillis(), h.publishP99WithoutMillis(), h.publishesWithout(), h.publishP50DuringMillis(),
             h.publishP99DuringMillis(), h.publishesDuring());
@@ -876,9 +881,7 @@ record ScaleScenario(ScaleSettings settings) implements Scenario {
       lines.add("curve,x,metric,value");
       backlog.forEach(r -> add(lines, "backlog", Integer.toString(r.messages()), r));
       queues.forEach(r -> add(lines, "queues", r.queues() + "-" + r.variant(), r));
-      if (housekeeping != null) {
-        add(lines, "housekeeping", Integer.toString(housekeeping.idleQueues()), housekeeping);
-      }
+      housekeeping.forEach(r -> add(lines, "housekeeping", r.idleQueues() + "-duty-" + r.dutyCycle(), r));
       idleSubscribers.forEach(r -> add(lines, "idle_subscribers", Integer.toString(r.subscribers()), r));
       Files.write(file, lines);
     }

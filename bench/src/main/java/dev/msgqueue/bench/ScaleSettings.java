@@ -1,5 +1,6 @@
 package dev.msgqueue.bench;
 
+import dev.msgqueue.MsgQueueConfig;
 import java.time.Duration;
 import java.util.List;
 import java.util.Set;
@@ -23,6 +24,8 @@ import java.util.Set;
  * @param settle how long subscribers run before the idle measurement
  * @param idleFor how long the idle measurement lasts
  * @param deliveries messages published to random queues for the delivery latency of each idle-subscriber cell
+ * @param maintenanceDutyCycles the {@code MsgQueueConfig.maintenanceDutyCycle} of each housekeeping cell, one cell
+ *     each in this order (1: batches back to back; the library's default beside it)
  * @param cells the curves to run ({@link #CELLS}: all by default, a subset with {@code --scale-cells})
  */
 record ScaleSettings(
@@ -40,6 +43,7 @@ record ScaleSettings(
     Duration settle,
     Duration idleFor,
     int deliveries,
+    List<Double> maintenanceDutyCycles,
     Set<String> cells) {
 
   /** The scale scenario's curves, as {@code --scale-cells} names them. */
@@ -53,22 +57,26 @@ record ScaleSettings(
   /** One whole backed-off poll interval (30 s), so the window holds one poll per subscriber, whatever its phase. */
   private static final Duration IDLE_WINDOW = Duration.ofSeconds(30);
 
+  /** Maintenance batches back to back, then at the library's default duty cycle. */
+  private static final List<Double> BACK_TO_BACK_AND_DEFAULT =
+      List.of(1.0, MsgQueueConfig.defaults().maintenanceDutyCycle());
+
   static final ScaleSettings QUICK = new ScaleSettings("quick", List.of(2_000, 20_000), 1_000, 20, List.of(10, 200),
       4, Duration.ofMillis(600), Duration.ofMillis(200), 500, 5_000, List.of(1, 5), Duration.ofMillis(300),
-      Duration.ofMillis(500), 5, CELLS);
+      Duration.ofMillis(500), 5, List.of(0.5), CELLS);
   static final ScaleSettings SHORT = new ScaleSettings("short", List.of(10_000, 1_000_000), 20_000, 300,
       List.of(10, 10_000, 100_000), 8, Duration.ofSeconds(6), Duration.ofSeconds(2), 100_000, 1_000_000,
-      List.of(1, 100, 1_000), IDLE_SETTLE, IDLE_WINDOW, 50, CELLS);
+      List.of(1, 100, 1_000), IDLE_SETTLE, IDLE_WINDOW, 50, BACK_TO_BACK_AND_DEFAULT, CELLS);
   static final ScaleSettings LONG = new ScaleSettings("long", List.of(10_000, 1_000_000, 10_000_000), 20_000, 300,
       List.of(10, 10_000, 100_000), 8, Duration.ofSeconds(10), Duration.ofSeconds(2), 100_000, 1_000_000,
-      List.of(1, 100, 1_000), IDLE_SETTLE, IDLE_WINDOW, 100, CELLS);
+      List.of(1, 100, 1_000), IDLE_SETTLE, IDLE_WINDOW, 100, BACK_TO_BACK_AND_DEFAULT, CELLS);
 
   /**
    * For work on the idle-subscriber cell: only the subscribers' curve, at 1,000 subscribers, with 200 deliveries so that the p99 is not the single slowest of 50.
    */
   static final ScaleSettings IDLE = new ScaleSettings("idle", List.of(), 1_000, 20, List.of(10), 4,
       Duration.ofMillis(600), Duration.ofMillis(200), 500, 5_000, List.of(1_000), IDLE_SETTLE, IDLE_WINDOW, 200,
-      Set.of("subscribers"));
+      List.of(0.5), Set.of("subscribers"));
 
   static ScaleSettings named(String form) {
     return switch (form) {
@@ -82,6 +90,14 @@ record ScaleSettings(
   /** These sizes, running only {@code only} of the {@link #CELLS}. */
   ScaleSettings withCells(Set<String> only) {
     return new ScaleSettings(form, backlogs, hotQueueMessages, claimSamples, queueCounts, publishThreads, publishFor,
-        keepAliveInterval, idleQueues, expiredMessages, subscriberCounts, settle, idleFor, deliveries, Set.copyOf(only));
+        keepAliveInterval, idleQueues, expiredMessages, subscriberCounts, settle, idleFor, deliveries,
+        maintenanceDutyCycles, Set.copyOf(only));
+  }
+
+  /** These sizes, with one housekeeping cell per duty cycle of {@code dutyCycles}. */
+  ScaleSettings withMaintenanceDutyCycles(List<Double> dutyCycles) {
+    return new ScaleSettings(form, backlogs, hotQueueMessages, claimSamples, queueCounts, publishThreads, publishFor,
+        keepAliveInterval, idleQueues, expiredMessages, subscriberCounts, settle, idleFor, deliveries,
+        List.copyOf(dutyCycles), cells);
   }
 }
