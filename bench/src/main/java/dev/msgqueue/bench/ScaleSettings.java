@@ -63,7 +63,7 @@ record ScaleSettings(
 
   static final ScaleSettings QUICK = new ScaleSettings("quick", List.of(2_000, 20_000), 1_000, 20, List.of(10, 200),
       4, Duration.ofMillis(600), Duration.ofMillis(200), 500, 5_000, List.of(1, 5), Duration.ofMillis(300),
-      Duration.ofMillis(500), 5, List.of(0.5), CELLS);
+      Duration.ofMillis(500), 5, BACK_TO_BACK_AND_DEFAULT, CELLS);
   static final ScaleSettings SHORT = new ScaleSettings("short", List.of(10_000, 1_000_000), 20_000, 300,
       List.of(10, 10_000, 100_000), 8, Duration.ofSeconds(6), Duration.ofSeconds(2), 100_000, 1_000_000,
       List.of(1, 100, 1_000), IDLE_SETTLE, IDLE_WINDOW, 50, BACK_TO_BACK_AND_DEFAULT, CELLS);

@@ -211,10 +211,15 @@ class BenchSmokeTest {
         assertThat(row.path("serverQueueRowUpdates").asLong()).as("writes of %s", row).isZero();
       }
     }
-    JsonNode housekeeping = scale.path("housekeeping");
-    assertThat(housekeeping.path("outcome").asText()).isEqualTo("COMPLETED");
-    assertThat(housekeeping.path("reapedQueues").asInt()).isEqualTo(quick.idleQueues());
-    assertThat(housekeeping.path("publishesDuring").asInt()).isPositive();
+    JsonNode housekeepingCells = scale.path("housekeeping");
+    assertThat(housekeepingCells).hasSize(quick.maintenanceDutyCycles().size());
+    for (JsonNode housekeeping : housekeepingCells) {
+      assertThat(housekeeping.path("outcome").asText()).isEqualTo("COMPLETED");
+      assertThat(housekeeping.path("reapedQueues").asInt()).isEqualTo(quick.idleQueues());
+      assertThat(housekeeping.path("publishesDuring").asInt()).isPositive();
+    }
+    assertThat(housekeepingCells.get(0).path("dutyCycle").asDouble())
+        .isEqualTo(quick.maintenanceDutyCycles().get(0));
     JsonNode subscribers = scale.path("idleSubscribers");
     assertThat(subscribers).hasSize(quick.subscriberCounts().size());
     for (JsonNode row : subscribers) {
