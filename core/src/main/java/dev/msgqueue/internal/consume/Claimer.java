@@ -45,6 +45,7 @@ final class Claimer {
   private final int claimThreshold;
   private final int fullBatch;
   private final int maxClaimsInFlight;
+  private final int maxUnwrittenAcks;
   private final long pollNanos;
   private final long maxIdlePollNanos;
   private final long followUpNanos;
@@ -79,6 +80,7 @@ final class Claimer {
     this.claimThreshold = Math.max(1, (fullBatch + 1) / 2);
     this.maxClaimsInFlight =
         Math.max(1, Math.min(PipelineContext.MAX_STATEMENTS_IN_FLIGHT, capacity / claimThreshold));
+    this.maxUnwrittenAcks = Math.max(batchSize, settings.concurrency());
     this.pollNanos = settings.pollInterval().toNanos();
     this.idlePollNanos = pollNanos;
     this.maxIdlePollNanos = Math.max(pollNanos, settings.maxIdlePollInterval().toNanos());
@@ -239,7 +241,7 @@ final class Claimer {
     try {
       context.released.addAndGet(context.store.release(claimed).size());
     } catch (RuntimeException e) {
-      log.warn("could not hand {} message(s) of \"{}\" claimed during close back{}", claimed.size(), queue,
+      log.warn("could not release {} message(s) of \"{}\" claimed during close{}", claimed.size(), queue,
           context.unsettledFate(), e);
     }
   }
@@ -324,9 +326,10 @@ final class Claimer {
   }
 
   /**
-   * Whether a claim into {@code free} room is worth its statement. Not while more than a batch of handled messages
-   * waits for its ack: their rows are ASSIGNED at the front of the queue, and a claim sent now reads past all of them
-   * (claims that overlap each other ran ahead of one ack stream and tripled the server's CPU per message). While the
+   * Whether a claim into {@code free} room is worth its statement. Not while more handled messages wait for their ack
+   * than a batch (or the handlers, when there are more of them, since that many can finish within one ack statement's
+   * round trip): their rows are ASSIGNED at the front of the queue, and a claim sent now reads past all of them, so
+   * claims running ahead of the acks multiply the server's CPU per message (threefold, measured). While the
    * buffer has run dry (handlers are about to wait), at least half a batch must fit; claims then overlap each other as
    * far as the room allows. While messages wait, a whole batch must fit, and less than a batch may wait or be on its
    * way: busy handlers need a claim's worth of messages ahead of them, not the whole prefetch, which would only wait
@@ -335,7 +338,7 @@ final class Claimer {
    * doubling the statements per message for no gain: the other half is handled long before the claim returns.
    */
   private boolean worthClaiming(int free) {
-    if (unwrittenAcks.getAsInt() > batchSize) {
+    if (unwrittenAcks.getAsInt() > maxUnwrittenAcks) {
       return false;
     }
     int waiting = context.ready.count();
