@@ -39,7 +39,7 @@ import java.time.Duration;
  *       four at once). A receipt that no longer matches (its lease ran out and another claim took it) deletes nothing,
  *       while the rest of the batch is deleted. An ack statement that fails is tried again after 50, 100, 200 and
  *       400 ms; if its fifth attempt fails too, its messages are released to the queue (PENDING, delivered again,
- *       in either mode) rather than left ASSIGNED, and the hand-back is itself tried up to five times, a second apart
+ *       in either mode) rather than left ASSIGNED, and the release is itself tried up to five times, a second apart
  *       at most. Only if all of that fails do they stay ASSIGNED until they expire (lease mode: redelivered after the
  *       lease), logged as an error.</li>
  *   <li><b>Failures.</b> A handler that throws leaves its message to the mode: in lease mode it is redelivered after
@@ -71,7 +71,7 @@ public final class Subscriber implements AutoCloseable {
    * claims overlap each other; where the database shares its cores with the service that costs more than it gives
    * (each claim reads past the rows the claims before it still hold), so it is a setting, not the default.
    */
-  public static final int DEFAULT_PREFETCH_BATCHES = 1;
+  static final int DEFAULT_PREFETCH_BATCHES = 1;
   /** Default longest wait of a finished handler's ack for others to share its statement. */
   public static final Duration DEFAULT_ACK_DELAY = Duration.ofMillis(5);
   /** The longest {@code ackDelay}. */
@@ -238,13 +238,14 @@ public final class Subscriber implements AutoCloseable {
 
     /**
      * The most messages claimed ahead of the handlers, waiting for a free handler or on their way in claims, in
-     * [0, {@value Subscriber#MAX_PREFETCH}]; default: the batch size, room for one whole claim
-     * in flight; {@code n} batches leave room for n claims in flight at once while handlers are quick (up to four),
-     * which pays where claim latency, not the database's CPU, bounds the drain (a database across a network). Busy handlers fill less of it: while
-     * messages wait, a claim is sent only if less than a batch waits or is on its way. In the default (at-most-once)
-     * mode a crash loses at most {@code concurrency + prefetch} messages (those running and those waiting); 0 claims
-     * only into free handlers, in smaller claims, one at a time. In lease mode a waiting message is started only while at
-     * least half its lease remains, else released to the queue unstarted.
+     * [0, {@value Subscriber#MAX_PREFETCH}]; default: the batch size, room for one whole claim in flight; {@code n}
+     * batches leave room for n claims in flight at once while handlers are quick (up to four), which pays where claim
+     * latency, not the database's CPU, bounds the drain (a database across a network). Busy handlers fill less of it:
+     * while messages wait, a claim is sent only if less than a batch waits or is on its way. In the default
+     * (at-most-once) mode a crash loses at most {@code concurrency + prefetch} messages (those running and those
+     * waiting); 0 claims only into free handlers, never more in all than there are handlers free (in claims of at
+     * least half a batch or half the handlers, up to four in flight at once). In lease mode a waiting message is started only while at least half its lease remains, else
+     * released to the queue unstarted.
      */
     public Builder prefetch(int value) {
       this.prefetch = value;
@@ -334,7 +335,7 @@ public final class Subscriber implements AutoCloseable {
     }
 
     int effectivePrefetch() {
-      return prefetch == null ? DEFAULT_PREFETCH_BATCHES * batchSize : prefetch; // at most 1,000: within MAX_PREFETCH
+      return prefetch == null ? Math.min(MAX_PREFETCH, DEFAULT_PREFETCH_BATCHES * batchSize) : prefetch;
     }
 
     /**
