@@ -36,7 +36,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
 /**
  * The {@link Subscriber}'s ack statements against PostgreSQL: none carries more than {@code batchSize} receipts, and
  * one that fails (cancelled at the statement timeout while another transaction holds its rows, or its connection
- * terminated) is retried or its messages released, never left ASSIGNED. Every ack and hand-back statement is seen
+ * terminated) is retried or its messages released, never left ASSIGNED. Every ack and release statement is seen
  * by a jOOQ listener on the repository's own context, which counts the receipts it carries (the length of its id
  * array) and can make it fail for real before it runs.
  */
@@ -171,7 +171,7 @@ class SubscriberAckBoundsIT {
   void anAckThatKeepsFailingHandsItsMessagesBackInsteadOfLeavingThemAssigned() throws Exception {
     QueueSpec spec = QueueSpec.durable("handed-back");
     List<Long> ids = publish(spec, 30);
-    // Every ack attempt of the first batch is cancelled; the lock goes with the last, so the hand-back succeeds.
+    // Every ack attempt of the first batch is cancelled; the lock goes with the last, so the release succeeds.
     Map<Long, AtomicInteger> handled = handleAllWithFirstAckLocked(spec, 5);
 
     assertThat(statements.targetFailures.get()).isEqualTo(5);
@@ -319,7 +319,7 @@ class SubscriberAckBoundsIT {
 
   /**
    * Sees every receipt-carrying statement of the repository: acks ({@code DELETE ... USING unnest(ids, deadlines)})
-   * and hand-backs ({@code UPDATE ... SET status = 'PENDING' ... FROM unnest(...)}), with how many receipts each
+   * and releases ({@code UPDATE ... SET status = 'PENDING' ... FROM unnest(...)}), with how many receipts each
    * carries. It can make attempts of one ack fail for real: by a row lock held until they are cancelled, or by
    * terminating the statement's connection just before it runs. The target is the first ack statement (or every n-th
    * new one), recognised again on its retries by its id array.

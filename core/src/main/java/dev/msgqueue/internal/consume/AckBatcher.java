@@ -27,7 +27,7 @@ final class AckBatcher {
   /** Attempts of one ack statement; then its messages are released to the queue instead. */
   private static final int ACK_ATTEMPTS = 5;
   /** Attempts to release the messages of an ack that kept failing; then they are left to the mode, loudly. */
-  private static final int HAND_BACK_ATTEMPTS = 5;
+  private static final int RELEASE_ATTEMPTS = 5;
   /** The wait before the second attempt of a failed ack; it doubles with each attempt, up to the next one. */
   private static final long FIRST_ACK_RETRY_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
   private static final long MAX_ACK_RETRY_NANOS = TimeUnit.SECONDS.toNanos(1);
@@ -243,8 +243,8 @@ final class AckBatcher {
     } catch (RuntimeException e) {
       failure = e;
     }
-    if (ack.attempts < ACK_ATTEMPTS + HAND_BACK_ATTEMPTS - 1) { // the first hand-back shared the last ack's attempt
-      retryLater(ack, "hand-back", failure);
+    if (ack.attempts < ACK_ATTEMPTS + RELEASE_ATTEMPTS - 1) { // the first release shared the last ack's attempt
+      retryLater(ack, "release", failure);
       return;
     }
     log.error("could neither ack nor release {} handled message(s) of \"{}\"{}", ack.receipts.size(), queue,

@@ -10,7 +10,7 @@ import org.slf4j.LoggerFactory;
  * One subscriber's consuming pipeline, a coordinator of four rooms: the {@link Claimer} claims into a bounded room
  * (free handlers plus the prefetch buffer), the {@link HandlerPool} runs the handler, the {@link AckBatcher} acks
  * what was handled, and {@link SubscriberHousekeeping} runs the rounds (lease renewal, keep-alive, ack retries,
- * hand-backs, failure settlement). Claims, acks and housekeeping rounds are tasks on the {@link ConsumerThreads}
+ * releases, failure settlement). Claims, acks and housekeeping rounds are tasks on the {@link ConsumerThreads}
  * shared by the subscribers of one repository; only handlers run on threads of this subscriber, started while
  * messages wait and ended when idle.
  *

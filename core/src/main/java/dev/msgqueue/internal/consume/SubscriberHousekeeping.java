@@ -202,7 +202,7 @@ final class SubscriberHousekeeping {
       try {
         context.released.addAndGet(context.store.release(part).size());
       } catch (RuntimeException e) {
-        log.warn("could not hand {} unstarted message(s) of \"{}\" back{}", part.size(), context.queue,
+        log.warn("could not release {} unstarted message(s) of \"{}\"{}", part.size(), context.queue,
             context.unsettledFate(), e);
       }
     }
