@@ -2,6 +2,7 @@ package dev.msgqueue;
 
 import dev.msgqueue.internal.maintenance.Maintenance;
 import dev.msgqueue.internal.support.Arguments;
+import dev.msgqueue.internal.support.Contexts;
 import dev.msgqueue.internal.support.DaemonThreads;
 import dev.msgqueue.internal.support.QueueContext;
 import java.sql.Connection;
@@ -19,7 +20,6 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 import org.jooq.DSLContext;
-import org.jooq.impl.DefaultConnectionProvider;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -290,7 +290,7 @@ public final class Housekeeper implements AutoCloseable {
       if (repository == null) {
         throw new IllegalArgumentException("repository is null");
       }
-      if (repository.context().own().configuration().connectionProvider() instanceof DefaultConnectionProvider) {
+      if (Contexts.overOneConnection(repository.context().own())) {
         throw new IllegalArgumentException("the housekeeper needs a repository that takes connections from a pool or"
             + " data source, not one bound to a single connection");
       }

@@ -1,101 +1,116 @@
 package dev.msgqueue.internal.publish;
 
 import dev.msgqueue.internal.sql.NotifyStatements;
+import dev.msgqueue.internal.support.Contexts;
+import dev.msgqueue.internal.support.DaemonThreads;
+import java.util.ArrayList;
+import java.util.Iterator;
 import java.util.LinkedHashSet;
+import java.util.List;
 import java.util.Set;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionException;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
 import org.jooq.DSLContext;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
- * Group commit for the wake-up notifications of autocommit publishes, across queues: a notification that finds none
- * in flight is sent at once, alone; the ones arriving meanwhile, whatever their queue, wait and go out together as the
- * next statement ({@link NotifyStatements#notifyWakeups}), sent by the first of them as soon as the one in flight
- * ends. There is no timer, so an idle publisher pays nothing.
+ * Sends the wake-up notifications of autocommit publishes from one thread of its own, after the publishes have
+ * returned: the queues published to while a notification statement is in flight go out together in the next one
+ * ({@link NotifyStatements#notifyWakeups}), whatever their queue.
  *
- * <p>Why: a transaction that notifies takes PostgreSQL's database-wide notification lock from its pre-commit until
- * its commit record is flushed, so notifying transactions commit one at a time, each with a WAL flush of its own
- * (notifying assigns a transaction id). Publishing to many queues, nearly every publish is its queue's first in the
- * wake-up window and notifies: one such commit per message, in series. Batched, one commit carries the notifications
- * of every publish that arrived while the previous one was in flight.
+ * <p>Why a thread of its own: a transaction that notifies takes PostgreSQL's database-wide notification lock from its
+ * pre-commit until its commit record is flushed, so notifying transactions commit one at a time, each with a WAL flush
+ * of its own. Publishing to many queues, nearly every publish is its queue's first in the wake-up window and notifies.
+ * A publisher that sent or waited for its notification would wait for other publishers' notifications at that lock;
+ * here publishers never wait for a notification at all, and one statement carries every queue published to meanwhile.
+ * The notification is only a shortcut (subscribers also poll), and the messages are committed before it is queued, so
+ * a subscriber it wakes finds them.
  *
- * <p>A caller returns once its own notification has been sent (or has failed), as before; it waits for at most the
- * one in flight and its own batch, which it would otherwise have waited for at the server's notification lock.
+ * <p>The thread starts on the first wake-up and ends after {@link #IDLE_MILLIS} without one: an idle repository holds
+ * none. A notification statement that fails is logged, and its queues are handed to {@code failed} (which forgets
+ * their wake-up window, so that their next publish notifies again). A context over one connection (a repository
+ * created over a single {@code Connection}) cannot be used from another thread: its wake-ups are sent on the caller's
+ * thread, one statement each.
  */
 final class WakeupBatcher {
-  private final Object lock = new Object();
-  /** Guarded by {@link #lock}: whether a notification statement is in flight. */
-  private boolean sending;
-  /** Guarded by {@link #lock}: the batch that goes out when the one in flight ends; {@code null} if none waits. */
-  private Batch next;
+  private static final Logger log = LoggerFactory.getLogger(WakeupBatcher.class);
+  /** How long the sending thread waits for another wake-up before it ends. */
+  static final long IDLE_MILLIS = 1_000;
+  /** The most queues one notification statement carries: a bounded array bind, however many queues wait. */
+  static final int MAX_QUEUES_PER_STATEMENT = 1_000;
 
-  /** Sends the wake-up of {@code queue} through {@code ctx} (in autocommit), alone or with others'. */
-  void send(DSLContext ctx, String queue) {
-    Batch batch;
-    boolean sendsBatch;
-    synchronized (lock) {
-      if (!sending) {
-        sending = true;
-        batch = null;
-        sendsBatch = false;
-      } else {
-        sendsBatch = next == null;
-        if (sendsBatch) {
-          next = new Batch();
-        }
-        batch = next;
-        batch.queues.add(queue);
-      }
-    }
-    if (batch == null) {
-      try {
-        NotifyStatements.notifyWakeup(ctx, queue);
-      } finally {
-        handOn();
-      }
-      return;
-    }
-    if (sendsBatch) {
-      batch.turn.join();
-      try {
-        // handOn took the batch out of next under the lock: no queue is added to it any more.
-        NotifyStatements.notifyWakeups(ctx, batch.queues);
-        batch.sent.complete(null);
-      } catch (RuntimeException | Error e) {
-        batch.sent.completeExceptionally(e);
-        throw e;
-      } finally {
-        handOn();
-      }
-      return;
-    }
-    try {
-      batch.sent.join();
-    } catch (CompletionException e) {
-      // The batch's failure, rethrown in this caller's thread (the sender's stack is in the cause).
-      throw new IllegalStateException("the wake-up notification of \"" + queue + "\" failed", e.getCause());
-    }
+  private final Consumer<String> failed;
+  private final ThreadPoolExecutor sender;
+  private final Object lock = new Object();
+  /** Guarded by {@link #lock}: the queues to notify, in arrival order. */
+  private Set<String> pending = new LinkedHashSet<>();
+  /** Guarded by {@link #lock}: the context the pending notifications go out through (the latest caller's). */
+  private DSLContext through;
+  /** Guarded by {@link #lock}: whether a send task is queued or running. */
+  private boolean sending;
+
+  /** @param failed called with each queue whose notification failed */
+  WakeupBatcher(Consumer<String> failed) {
+    this.failed = failed;
+    this.sender = new ThreadPoolExecutor(1, 1, IDLE_MILLIS, TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(),
+        DaemonThreads.numbered("msgqueue-wakeups"));
+    sender.allowCoreThreadTimeOut(true);
   }
 
-  /** Lets the waiting batch go out next, or marks nothing in flight. */
-  private void handOn() {
-    Batch waiting;
+  /**
+   * Queues the wake-up of {@code queue}, to go out through {@code ctx} (in autocommit) on the batcher's thread; on a
+   * context over one connection, sends it now on the caller's thread.
+   */
+  void send(DSLContext ctx, String queue) {
+    if (Contexts.overOneConnection(ctx)) {
+      NotifyStatements.notifyWakeup(ctx, queue);
+      return;
+    }
     synchronized (lock) {
-      waiting = next;
-      next = null;
-      if (waiting == null) {
-        sending = false;
+      pending.add(queue);
+      through = ctx;
+      if (sending) {
         return;
       }
+      sending = true;
     }
-    waiting.turn.complete(null);
+    sender.execute(this::sendPending);
   }
 
-  private static final class Batch {
-    /** Guarded by the batcher's lock until the batch is taken out of {@code next}. */
-    final Set<String> queues = new LinkedHashSet<>();
-    /** Completed when the batch's sender may send it. */
-    final CompletableFuture<Void> turn = new CompletableFuture<>();
-    final CompletableFuture<Void> sent = new CompletableFuture<>();
+  /** Sends what is pending, statement after statement, until nothing is. */
+  private void sendPending() {
+    while (true) {
+      List<String> queues = new ArrayList<>();
+      DSLContext ctx;
+      synchronized (lock) {
+        if (pending.isEmpty()) {
+          sending = false;
+          return;
+        }
+        Iterator<String> taken = pending.iterator();
+        while (taken.hasNext() && queues.size() < MAX_QUEUES_PER_STATEMENT) {
+          queues.add(taken.next());
+          taken.remove();
+        }
+        ctx = through;
+      }
+      try {
+        NotifyStatements.notifyWakeups(ctx, queues);
+      } catch (RuntimeException e) {
+        log.warn("the wake-up notification of {} queue(s) failed ({}); their subscribers find the messages by polling,"
+            + " and their next publish notifies again", queues.size(), e.toString());
+        queues.forEach(failed);
+      }
+    }
+  }
+
+  /** Whether a send task is queued or running: for tests. */
+  boolean isSending() {
+    synchronized (lock) {
+      return sending;
+    }
   }
 }

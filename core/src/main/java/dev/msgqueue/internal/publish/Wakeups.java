@@ -14,16 +14,17 @@ import org.jooq.DSLContext;
  * sends one (never one per message), and none when disabled. A publish inside the window relies on the earlier
  * notification, on the subscribers' follow-up claim after a wake-up, and on their polling. A notification sent in a
  * transaction that rolls back is lost along with its messages; the window still counts it (the next window notifies).
- * Autocommit publishes' notifications of different queues are further batched into one statement ({@link
- * WakeupBatcher}).
+ * Autocommit publishes' notifications are sent on a thread of their own, those of different queues batched into one
+ * statement ({@link WakeupBatcher}); one that fails frees its queue's window.
  */
 public final class Wakeups {
   // One notification per queue per window: the same bounded throttle as the keep-alive.
   private final IntervalThrottle throttle;
-  private final WakeupBatcher batcher = new WakeupBatcher();
+  private final WakeupBatcher batcher;
 
   private Wakeups(IntervalThrottle throttle) {
     this.throttle = throttle;
+    this.batcher = throttle == null ? null : new WakeupBatcher(throttle::forget);
   }
 
   public static Wakeups from(MsgQueueConfig config) {
@@ -32,16 +33,23 @@ public final class Wakeups {
   }
 
   /**
-   * Called after messages were inserted into {@code queue} through {@code ctx}. In autocommit the notification is
-   * batched with other queues' ({@link WakeupBatcher}); inside a caller's transaction it is sent in that transaction,
-   * so that it is delivered at its commit and not at all if it rolls back.
+   * Called after messages were inserted into {@code queue} through {@code ctx}. In autocommit (the messages are
+   * committed) the notification goes out after this returns, batched with other queues' ({@link WakeupBatcher});
+   * inside a caller's transaction it is sent in that transaction, so that it is delivered at its commit and not at
+   * all if it rolls back.
    */
   public void published(DSLContext ctx, String queue, boolean autoCommit) {
     if (throttle != null && throttle.tryPass(queue)) {
-      if (autoCommit) {
-        batcher.send(ctx, queue);
-      } else {
-        NotifyStatements.notifyWakeup(ctx, queue);
+      try {
+        if (autoCommit) {
+          batcher.send(ctx, queue);
+        } else {
+          NotifyStatements.notifyWakeup(ctx, queue);
+        }
+      } catch (RuntimeException e) {
+        // Nothing was notified: the queue's next publish must not be held back by this window.
+        throttle.forget(queue);
+        throw e;
       }
     }
   }

@@ -3,6 +3,7 @@ package dev.msgqueue.internal.support;
 import dev.msgqueue.MsgQueueConfig;
 import org.jooq.DSLContext;
 import org.jooq.SQLDialect;
+import org.jooq.impl.DefaultConnectionProvider;
 
 /** The contexts msgqueue runs its statements on, derived from the ones a service hands it. */
 public final class Contexts {
@@ -22,5 +23,13 @@ public final class Contexts {
     return ctx.configuration()
         .deriveAppending(new StatementDeadlines(config.statementTimeout()), new FailureTranslation())
         .dsl();
+  }
+
+  /**
+   * Whether {@code ctx} runs its statements on one connection it was given ({@code DSL.using(connection)}), which no
+   * other thread may use meanwhile, rather than on connections it takes from a data source or pool.
+   */
+  public static boolean overOneConnection(DSLContext ctx) {
+    return ctx.configuration().connectionProvider() instanceof DefaultConnectionProvider;
   }
 }
