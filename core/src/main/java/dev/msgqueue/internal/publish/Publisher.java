@@ -200,14 +200,15 @@ public final class Publisher {
   }
 
   /**
-   * Sends the (coalesced) wake-up after the insert. In autocommit the messages are already committed, and a wake-up
-   * only shortens latency (subscribers poll), so its failure is logged, not thrown: throwing would report a committed
-   * publish as failed, and a caller retrying it would publish it twice. Inside the caller's transaction the failure
-   * is thrown, since that transaction is lost.
+   * Sends the (coalesced) wake-up after the insert. In autocommit the messages are already committed: the wake-up goes
+   * out on the repository's own connections, from the wake-up thread rather than on the publish's pinned connection,
+   * and since it only shortens latency (subscribers poll), a failure is logged, not thrown: throwing would report a
+   * committed publish as failed, and a caller retrying it would publish it twice. Inside the caller's transaction the
+   * wake-up is part of that transaction and its failure is thrown, since that transaction is lost.
    */
   private void wakeUp(DSLContext on, boolean autoCommit, String queue) {
     try {
-      wakeups.published(on, queue, autoCommit);
+      wakeups.published(autoCommit ? own : on, queue, autoCommit);
     } catch (RuntimeException e) {
       if (!autoCommit) {
         throw e;

@@ -11,6 +11,7 @@ import java.util.Set;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
 import java.util.function.Consumer;
 import org.jooq.DSLContext;
 import org.slf4j.Logger;
@@ -41,6 +42,12 @@ final class WakeupBatcher {
   static final long IDLE_MILLIS = 1_000;
   /** The most queues one notification statement carries: a bounded array bind, however many queues wait. */
   static final int MAX_QUEUES_PER_STATEMENT = 1_000;
+  /**
+   * The least time from the start of one notification statement to the start of the next while wake-ups keep coming:
+   * at most 500 notifying commits a second, however many queues are published to, each carrying the queues queued
+   * meanwhile. A wake-up that finds the thread idle goes out at once.
+   */
+  static final long MIN_STATEMENT_GAP_NANOS = 2_000_000;
 
   private final Consumer<String> failed;
   private final ThreadPoolExecutor sender;
@@ -82,7 +89,13 @@ final class WakeupBatcher {
 
   /** Sends what is pending, statement after statement, until nothing is. */
   private void sendPending() {
+    long lastStart = 0;
+    boolean first = true;
     while (true) {
+      if (!first) {
+        pauseUntil(lastStart + MIN_STATEMENT_GAP_NANOS);
+      }
+      first = false;
       List<String> queues = new ArrayList<>();
       DSLContext ctx;
       synchronized (lock) {
@@ -97,13 +110,25 @@ final class WakeupBatcher {
         }
         ctx = through;
       }
+      lastStart = System.nanoTime();
       try {
-        NotifyStatements.notifyWakeups(ctx, queues);
+        if (queues.size() == 1) {
+          NotifyStatements.notifyWakeup(ctx, queues.get(0));
+        } else {
+          NotifyStatements.notifyWakeups(ctx, queues);
+        }
       } catch (RuntimeException e) {
         log.warn("the wake-up notification of {} queue(s) failed ({}); their subscribers find the messages by polling,"
             + " and their next publish notifies again", queues.size(), e.toString());
         queues.forEach(failed);
       }
+    }
+  }
+
+  private static void pauseUntil(long nanoTime) {
+    long wait = nanoTime - System.nanoTime();
+    if (wait > 0) {
+      LockSupport.parkNanos(wait);
     }
   }
 
