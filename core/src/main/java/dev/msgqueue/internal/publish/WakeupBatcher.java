@@ -89,6 +89,22 @@ final class WakeupBatcher {
 
   /** Sends what is pending, statement after statement, until nothing is. */
   private void sendPending() {
+    boolean drained = false;
+    try {
+      drained = sendUntilNothingPending();
+    } finally {
+      if (!drained) {
+        // Anything but a statement's failure (an Error): the next wake-up starts a new task rather than none ever.
+        log.error("the wake-up sender stopped unexpectedly; the next publish starts it again");
+        synchronized (lock) {
+          sending = false;
+        }
+      }
+    }
+  }
+
+  /** @return true once nothing is pending ({@code sending} cleared under the lock) */
+  private boolean sendUntilNothingPending() {
     long lastStart = 0;
     boolean first = true;
     while (true) {
@@ -101,7 +117,7 @@ final class WakeupBatcher {
       synchronized (lock) {
         if (pending.isEmpty()) {
           sending = false;
-          return;
+          return true;
         }
         Iterator<String> taken = pending.iterator();
         while (taken.hasNext() && queues.size() < MAX_QUEUES_PER_STATEMENT) {

@@ -158,6 +158,24 @@ class WakeupBatcherIT {
   }
 
   @Test
+  void anErrorThatStopsTheSenderLeavesTheNextWakeUpToANewOne() throws Exception {
+    AtomicInteger notifyAttempts = new AtomicInteger();
+    DSLContext ctx = pooledContext(ExecuteListener.onExecuteStart(execute -> {
+      if (execute.sql().contains("pg_notify") && notifyAttempts.incrementAndGet() == 1) {
+        throw new Error("not a statement's failure");
+      }
+    }));
+    WakeupBatcher batcher = new WakeupBatcher(failed::add);
+
+    batcher.send(ctx, "lost-to-an-error");
+    await("the sender stopped", () -> notifyAttempts.get() == 1 && !batcher.isSending());
+    batcher.send(ctx, "after-the-error");
+
+    assertThat(receive(1)).containsExactly("after-the-error");
+    assertThat(notifyAttempts).hasValue(2);
+  }
+
+  @Test
   void aWakeUpThatFailsLeavesTheQueuesNextPublishFreeToNotifyWithinTheWindow() throws Exception {
     AtomicInteger notifyAttempts = new AtomicInteger();
     DSLContext ctx = pooledContext(ExecuteListener.onExecuteStart(execute -> {
