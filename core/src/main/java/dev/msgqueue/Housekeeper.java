@@ -44,7 +44,8 @@ import org.slf4j.LoggerFactory;
  * message. Overlap can only make a tick find less to do. It cannot orphan or delete an unexpired message, delete a
  * queue twice, or fail a tick.
  *
- * <p><b>Statistics.</b> When {@link MicrometerMetrics} are bound to the repository, every tick (on every replica,
+ * <p><b>Statistics.</b> When {@link MicrometerMetrics} are bound to the repository with their queue gauges (the
+ * default), every tick (on every replica that binds them,
  * whether it did the work or skipped it) also reads the statistics of every queue once and refreshes the statistics
  * gauges from it: a scrape never queries the database. While the message table holds at most 50,000 messages (the
  * planner's estimate) they are exact, as {@link MsgQueueRepository#queueStatistics()}; above, they are estimated

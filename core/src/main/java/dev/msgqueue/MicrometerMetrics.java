@@ -33,7 +33,9 @@ import java.util.concurrent.TimeUnit;
  *       {@code in.flight}, {@code expired}) and {@code msgqueue.queue.oldest.ready.age} (seconds), refreshed by each
  *       {@link Housekeeper} tick, never by a scrape: exact ({@link MsgQueueRepository#queueStatistics()}) while the
  *       message table holds at most 50,000 messages, estimates from a block sample above (counts scaled from about
- *       20,000 sampled messages; the age that of the oldest ready message sampled, so a lower bound).
+ *       20,000 sampled messages; the age that of the oldest ready message sampled, so a lower bound). Not
+ *       registered, and not read, where bound without them
+ *       ({@link #bind(MeterRegistry, MsgQueueRepository, int, boolean)}).
  * </ul>
  *
  * <p><b>Bounded tags.</b> The first {@code maxQueueTags} queue names seen get their own {@code queue} tag; every
@@ -51,6 +53,7 @@ public final class MicrometerMetrics implements AutoCloseable {
   private final MeterRegistry registry;
   private final MsgQueueRepository repository;
   private final int maxQueueTags;
+  private final boolean queueGauges;
   private final Map<String, String> queueTags = new ConcurrentHashMap<>();
   private final Map<String, QueueMeters> meters = new ConcurrentHashMap<>();
   private final Counter reaped;
@@ -58,10 +61,12 @@ public final class MicrometerMetrics implements AutoCloseable {
   private final MultiGauge messagesByState;
   private final MultiGauge oldestReadyAge;
 
-  private MicrometerMetrics(MeterRegistry registry, MsgQueueRepository repository, int maxQueueTags) {
+  private MicrometerMetrics(MeterRegistry registry, MsgQueueRepository repository, int maxQueueTags,
+      boolean queueGauges) {
     this.registry = registry;
     this.repository = repository;
     this.maxQueueTags = maxQueueTags;
+    this.queueGauges = queueGauges;
     this.reaped = Counter.builder("msgqueue.queues.reaped").baseUnit("queues")
         .description("idle auto-deleted queues the reaper deleted").register(registry);
     this.expiredDeleted = Counter.builder("msgqueue.messages.expired.deleted").baseUnit("messages")
@@ -86,10 +91,25 @@ public final class MicrometerMetrics implements AutoCloseable {
    * @throws IllegalArgumentException for a null argument or a bound out of range
    */
   public static MicrometerMetrics bind(MeterRegistry registry, MsgQueueRepository repository, int maxQueueTags) {
+    return bind(registry, repository, maxQueueTags, true);
+  }
+
+  /**
+   * {@link #bind(MeterRegistry, MsgQueueRepository, int)}, with or without the queue gauges
+   * ({@code msgqueue.queue.messages}, {@code msgqueue.queue.oldest.ready.age}). With them, each {@link Housekeeper}
+   * tick of this repository reads the statistics of every queue (3.3 ms of database time at 10 million messages,
+   * measured; docs/scaling.md): every replica that binds them pays that each tick, so a fleet of many replicas binds
+   * them on a few and the counters and timers everywhere.
+   *
+   * @param queueGauges whether to register the queue gauges and read the statistics they show each tick
+   * @throws IllegalArgumentException for a null argument or a bound out of range
+   */
+  public static MicrometerMetrics bind(
+      MeterRegistry registry, MsgQueueRepository repository, int maxQueueTags, boolean queueGauges) {
     Arguments.requireNonNull(registry, "registry");
     Arguments.requireNonNull(repository, "repository");
     Arguments.requireWithin(maxQueueTags, "maxQueueTags", 1, MAX_QUEUE_TAGS);
-    MicrometerMetrics metrics = new MicrometerMetrics(registry, repository, maxQueueTags);
+    MicrometerMetrics metrics = new MicrometerMetrics(registry, repository, maxQueueTags, queueGauges);
     repository.context().events().reportTo(metrics.new Sink());
     return metrics;
   }
@@ -242,7 +262,7 @@ public final class MicrometerMetrics implements AutoCloseable {
 
     @Override
     public boolean wantsStatistics() {
-      return true;
+      return queueGauges;
     }
 
     @Override

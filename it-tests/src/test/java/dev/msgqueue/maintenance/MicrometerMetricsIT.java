@@ -15,6 +15,7 @@ import dev.msgqueue.RetryPolicy;
 import dev.msgqueue.Subscriber;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.QueueRows;
+import dev.msgqueue.it.RepositoryFixture;
 import dev.msgqueue.it.TestDatabase;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
@@ -23,6 +24,8 @@ import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.jooq.ExecuteListener;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 
@@ -152,6 +155,45 @@ class MicrometerMetricsIT {
     // Leave no ready message behind for the other tests' statistics (one database per class).
     assertThat(repository.ack(again.get(1))).isTrue();
     assertThat(repository.ack(repository.claim("m-retry-dead", 10))).hasSize(1);
+  }
+
+  @Test
+  void withoutQueueGaugesATickReadsNoStatisticsAndRegistersNoQueueGauge() {
+    AtomicInteger statisticsReads = new AtomicInteger();
+    // The gauges' read: the table's row estimate, then (on a small table) the exact statistics of every queue.
+    ExecuteListener countStatisticsReads = ExecuteListener.onExecuteStart(ctx -> {
+      if (ctx.sql() != null && (ctx.sql().contains("reltuples") || ctx.sql().contains("\"oldestReady\""))) {
+        statisticsReads.incrementAndGet();
+      }
+    });
+    MsgQueueRepository repository =
+        RepositoryFixture.listenedRepository(db.dataSource(), countStatisticsReads, MsgQueueConfig.defaults());
+    QueueSpec spec = QueueSpec.durable("m-no-gauges");
+    repository.bindQueue(spec);
+    repository.publish(spec, "1");
+    Housekeeper housekeeper = Housekeeper.builder(repository).build();
+
+    SimpleMeterRegistry withoutGauges = new SimpleMeterRegistry();
+    try (MicrometerMetrics metrics = MicrometerMetrics.bind(withoutGauges, repository, 10, false)) {
+      assertThat(housekeeper.runOnce().outcome()).isEqualTo(HousekeepingRun.Outcome.COMPLETED);
+      repository.publish(spec, "2");
+    }
+    assertThat(statisticsReads).hasValue(0);
+    assertThat(withoutGauges.find("msgqueue.queue.messages").gauges()).isEmpty();
+    assertThat(withoutGauges.find("msgqueue.queue.oldest.ready.age").gauges()).isEmpty();
+    assertThat(withoutGauges.find("msgqueue.messages.published").tag("queue", "m-no-gauges").counter().count())
+        .isEqualTo(1);
+
+    SimpleMeterRegistry withGauges = new SimpleMeterRegistry();
+    try (MicrometerMetrics metrics = MicrometerMetrics.bind(withGauges, repository, 10, true)) {
+      assertThat(housekeeper.runOnce().outcome()).isEqualTo(HousekeepingRun.Outcome.COMPLETED);
+    }
+    assertThat(statisticsReads.get()).isPositive();
+    assertThat(withGauges.find("msgqueue.queue.messages").tag("queue", "m-no-gauges").tag("state", "ready").gauge()
+        .value()).isEqualTo(2);
+
+    // Leave no ready message behind for the other tests' statistics (one database per class).
+    assertThat(repository.ack(repository.claim("m-no-gauges", 10))).hasSize(2);
   }
 
   @Test
