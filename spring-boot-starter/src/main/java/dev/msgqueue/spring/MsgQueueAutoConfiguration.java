@@ -137,7 +137,8 @@ public class MsgQueueAutoConfiguration {
     @Bean(destroyMethod = "close")
     @ConditionalOnMissingBean(value = MicrometerMetrics.class, name = "msgqueueMeterBinder")
     MsgQueueMeterBinder msgqueueMeterBinder(MsgQueueRepository repository, MsgQueueProperties properties) {
-      return new MsgQueueMeterBinder(repository, properties.getMetrics().getMaxQueueTags());
+      return new MsgQueueMeterBinder(repository, properties.getMetrics().getMaxQueueTags(),
+          properties.getMetrics().isQueueGauges());
     }
   }
 

@@ -14,20 +14,22 @@ import io.micrometer.core.instrument.binder.MeterBinder;
 final class MsgQueueMeterBinder implements MeterBinder, AutoCloseable {
   private final MsgQueueRepository repository;
   private final int maxQueueTags;
+  private final boolean queueGauges;
   private MicrometerMetrics bound;
 
-  MsgQueueMeterBinder(MsgQueueRepository repository, int maxQueueTags) {
+  MsgQueueMeterBinder(MsgQueueRepository repository, int maxQueueTags, boolean queueGauges) {
     if (maxQueueTags < 1 || maxQueueTags > MicrometerMetrics.MAX_QUEUE_TAGS) {
       throw new IllegalArgumentException("invalid msgqueue.metrics.max-queue-tags: must be in [1, "
           + MicrometerMetrics.MAX_QUEUE_TAGS + "], was " + maxQueueTags);
     }
     this.repository = repository;
     this.maxQueueTags = maxQueueTags;
+    this.queueGauges = queueGauges;
   }
 
   @Override
   public synchronized void bindTo(MeterRegistry registry) {
-    bound = MicrometerMetrics.bind(registry, repository, maxQueueTags);
+    bound = MicrometerMetrics.bind(registry, repository, maxQueueTags, queueGauges);
   }
 
   /** Stops recording; the meters stay in the registry. */

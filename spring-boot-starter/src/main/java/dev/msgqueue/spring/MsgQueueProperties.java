@@ -135,6 +135,12 @@ public class MsgQueueProperties {
      * auto-deleted queues cannot flood the registry.
      */
     private int maxQueueTags = MicrometerMetrics.DEFAULT_MAX_QUEUE_TAGS;
+    /**
+     * Whether this replica has the queue gauges (msgqueue.queue.messages, msgqueue.queue.oldest.ready.age): its
+     * housekeeper then reads the statistics of every queue each tick, a few ms of database time (3.3 ms at 10 million
+     * messages). A fleet of many replicas turns them off on all but a few; counters and timers stay everywhere.
+     */
+    private boolean queueGauges = true;
 
     public int getMaxQueueTags() {
       return maxQueueTags;
@@ -142,6 +148,14 @@ public class MsgQueueProperties {
 
     public void setMaxQueueTags(int maxQueueTags) {
       this.maxQueueTags = maxQueueTags;
+    }
+
+    public boolean isQueueGauges() {
+      return queueGauges;
+    }
+
+    public void setQueueGauges(boolean queueGauges) {
+      this.queueGauges = queueGauges;
     }
   }
 

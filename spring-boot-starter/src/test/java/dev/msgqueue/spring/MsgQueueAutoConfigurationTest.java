@@ -130,6 +130,29 @@ class MsgQueueAutoConfigurationTest {
     });
   }
 
+  /** With the queue gauges off, a housekeeping tick leaves no queue gauge; the counters stay. */
+  @Test
+  void queueGaugesAreAPropertyOfTheReplica() {
+    var metrics = AutoConfigurations.of(MetricsAutoConfiguration.class, SimpleMetricsExportAutoConfiguration.class,
+        CompositeMeterRegistryAutoConfiguration.class);
+    for (boolean gauges : new boolean[] {false, true}) {
+      runner.withConfiguration(metrics)
+          .withPropertyValues("msgqueue.housekeeper.enabled=true", "msgqueue.metrics.queue-gauges=" + gauges)
+          .run(context -> {
+            MsgQueueRepository repository = context.getBean(MsgQueueRepository.class);
+            QueueSpec queue = QueueSpec.durable("starter-gauges-" + gauges);
+            repository.bindQueue(queue);
+            repository.publish(queue, "{}");
+            context.getBean(Housekeeper.class).runOnce();
+            MeterRegistry registry = context.getBean(MeterRegistry.class);
+            assertThat(registry.get("msgqueue.messages.published").tag("queue", queue.name()).counter().count())
+                .isEqualTo(1.0);
+            assertThat(registry.find("msgqueue.queue.messages").tag("queue", queue.name()).gauges())
+                .as("queue gauges with msgqueue.metrics.queue-gauges=%s", gauges).hasSize(gauges ? 4 : 0);
+          });
+    }
+  }
+
   @Test
   void anApplicationThatBindsTheMetersItselfKeepsItsBinding() {
     runner.withUserConfiguration(OwnMetrics.class).run(context -> {
