@@ -98,6 +98,15 @@ class WakeupBatcherIT {
     return ctx;
   }
 
+  /** A pooled context that counts notification statements in {@code attempts} and runs {@code fail} at the first. */
+  private DSLContext firstNotificationFails(AtomicInteger attempts, Runnable fail) {
+    return pooledContext(ExecuteListener.onExecuteStart(execute -> {
+      if (execute.sql().contains("pg_notify") && attempts.incrementAndGet() == 1) {
+        fail.run();
+      }
+    }));
+  }
+
   @Test
   void wakeUpsArrivingDuringOneInFlightReturnAtOnceAndGoOutTogetherInTheNextStatement() throws Exception {
     DSLContext ctx = pooledContext(ExecuteListener.onExecuteStart(this::holdTheFirstNotification));
@@ -160,11 +169,9 @@ class WakeupBatcherIT {
   @Test
   void anErrorThatStopsTheSenderLeavesTheNextWakeUpToANewOne() throws Exception {
     AtomicInteger notifyAttempts = new AtomicInteger();
-    DSLContext ctx = pooledContext(ExecuteListener.onExecuteStart(execute -> {
-      if (execute.sql().contains("pg_notify") && notifyAttempts.incrementAndGet() == 1) {
-        throw new Error("not a statement's failure");
-      }
-    }));
+    DSLContext ctx = firstNotificationFails(notifyAttempts, () -> {
+      throw new Error("not a statement's failure");
+    });
     WakeupBatcher batcher = new WakeupBatcher(failed::add);
 
     batcher.send(ctx, "lost-to-an-error");
@@ -178,11 +185,9 @@ class WakeupBatcherIT {
   @Test
   void aWakeUpThatFailsLeavesTheQueuesNextPublishFreeToNotifyWithinTheWindow() throws Exception {
     AtomicInteger notifyAttempts = new AtomicInteger();
-    DSLContext ctx = pooledContext(ExecuteListener.onExecuteStart(execute -> {
-      if (execute.sql().contains("pg_notify") && notifyAttempts.incrementAndGet() == 1) {
-        throw new DataAccessException("the first notification's connection is gone");
-      }
-    }));
+    DSLContext ctx = firstNotificationFails(notifyAttempts, () -> {
+      throw new DataAccessException("the first notification's connection is gone");
+    });
     // A window of an hour: only a failure that frees the window lets a later publish notify.
     Wakeups wakeups = Wakeups.from(MsgQueueConfig.builder().wakeupWindow(Duration.ofHours(1)).build());
 
