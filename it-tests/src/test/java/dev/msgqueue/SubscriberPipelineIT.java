@@ -182,7 +182,8 @@ class SubscriberPipelineIT {
     Subscriber target = subscribers.get(137);
     repository.publish(target.queue(), "{\"wake\":true}");
     await("the published message handled", () -> handled.containsKey(target.queue().name()));
-    assertThat(target.wakeups()).isPositive();
+    // The wake-up leaves after the publish returns: the target's first claim may have been quicker.
+    await("the publish's wake-up received", () -> target.wakeups() > 0);
     assertThat(handled).containsOnlyKeys(target.queue().name());
     assertThat(bounded.getAsBoolean()).isTrue();
 
