@@ -92,14 +92,7 @@ public record MsgQueueConfig(
           + statementTimeout + ")");
     }
     Arguments.requirePositiveAtMost(wakeupWindow, "wakeupWindow", MAX_WAKEUP_WINDOW);
-    requireDutyCycle(maintenanceDutyCycle);
-  }
-
-  private static double requireDutyCycle(double value) {
-    if (!(value > 0 && value <= 1)) {
-      throw new IllegalArgumentException("maintenanceDutyCycle must be in (0, 1], was " + value);
-    }
-    return value;
+    Arguments.requirePositiveAtMost(maintenanceDutyCycle, "maintenanceDutyCycle", 1.0);
   }
 
   /**
@@ -202,7 +195,7 @@ public record MsgQueueConfig(
 
     /** @throws IllegalArgumentException unless in (0, 1] */
     public Builder maintenanceDutyCycle(double value) {
-      this.maintenanceDutyCycle = requireDutyCycle(value);
+      this.maintenanceDutyCycle = Arguments.requirePositiveAtMost(value, "maintenanceDutyCycle", 1.0);
       return this;
     }
 

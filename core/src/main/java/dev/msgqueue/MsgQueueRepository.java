@@ -112,7 +112,7 @@ public final class MsgQueueRepository {
   private static MsgQueueRepository create(DSLContext ctx, DSLContext own, MsgQueueConfig config) {
     QueueContext context = new QueueContext(ctx, own, config, new EventSink(),
         new IntervalThrottle(config.keepAliveInterval(), config.maxTrackedQueues()));
-    Publisher publisher = new Publisher(context, Wakeups.from(config));
+    Publisher publisher = new Publisher(context, Wakeups.from(config, context.own()));
     PublishCoalescer coalescer = config.publishCoalescing() ? new PublishCoalescer(publisher, own) : null;
     return new MsgQueueRepository(context, new Payloads(config.maxPayloadBytes()), publisher, coalescer);
   }

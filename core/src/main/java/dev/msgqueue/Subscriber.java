@@ -244,8 +244,8 @@ public final class Subscriber implements AutoCloseable {
      * while messages wait, a claim is sent only if less than a batch waits or is on its way. In the default
      * (at-most-once) mode a crash loses at most {@code concurrency + prefetch} messages (those running and those
      * waiting); 0 claims only into free handlers, never more in all than there are handlers free (in claims of at
-     * least half a batch or half the handlers, up to four in flight at once). In lease mode a waiting message is started only while at least half its lease remains, else
-     * released to the queue unstarted.
+     * least half a batch or half the handlers, up to four in flight at once). In lease mode a waiting message is
+     * started only while at least half its lease remains, else released to the queue unstarted.
      */
     public Builder prefetch(int value) {
       this.prefetch = value;

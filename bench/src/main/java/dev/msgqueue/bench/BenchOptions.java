@@ -1,5 +1,6 @@
 package dev.msgqueue.bench;
 
+import dev.msgqueue.MsgQueueConfig;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -178,7 +179,7 @@ record BenchOptions(
   }
 
   private static List<Double> dutyCycles(String text, String option) throws UsageException {
-    List<Double> values = new java.util.ArrayList<>();
+    List<Double> values = new ArrayList<>();
     for (String part : text.split(",")) {
       double value;
       try {
@@ -186,8 +187,10 @@ record BenchOptions(
       } catch (NumberFormatException e) {
         throw new UsageException(option + " takes numbers in (0, 1], was " + text);
       }
-      if (!(value > 0 && value <= 1)) {
-        throw new UsageException(option + " takes numbers in (0, 1], was " + text);
+      try {
+        MsgQueueConfig.builder().maintenanceDutyCycle(value); // the library's own bounds
+      } catch (IllegalArgumentException e) {
+        throw new UsageException(option + ": " + e.getMessage());
       }
       values.add(value);
     }

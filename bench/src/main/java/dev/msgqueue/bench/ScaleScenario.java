@@ -118,7 +118,8 @@ record ScaleScenario(ScaleSettings settings) implements Scenario {
   @Override
   public int steps() {
     return (runs("backlog") ? settings.backlogs().size() : 0)
-        + (runs("queues") ? 2 * settings.queueCounts().size() + 1 : 0) + (runs("housekeeping") ? settings.maintenanceDutyCycles().size() : 0)
+        + (runs("queues") ? 2 * settings.queueCounts().size() + 1 : 0)
+        + (runs("housekeeping") ? settings.maintenanceDutyCycles().size() : 0)
         + (runs("subscribers") ? settings.subscriberCounts().size() : 0);
   }
 

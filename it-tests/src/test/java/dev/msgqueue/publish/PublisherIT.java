@@ -50,7 +50,7 @@ class PublisherIT {
     recorded.configuration().set(ExecuteListener.onExecuteStart(ctx -> statements.add(ctx.sql())));
     this.context = new QueueContext(recorded, recorded, config, new EventSink(),
         new IntervalThrottle(config.keepAliveInterval(), config.maxTrackedQueues()));
-    this.publisher = new Publisher(context, Wakeups.from(config));
+    this.publisher = new Publisher(context, Wakeups.from(config, context.own()));
   }
 
   private List<Long> publish(DSLContext ctx, QueueSpec spec, String... payloads) {

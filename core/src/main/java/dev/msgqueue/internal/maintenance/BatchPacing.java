@@ -16,7 +16,8 @@ final class BatchPacing {
     void sleep(long nanos) throws InterruptedException;
   }
 
-  private final double pausePerBatchNanos;
+  /** The pause per nanosecond a batch took. */
+  private final double pauseRatio;
   private final LongSupplier nanoClock;
   private final Sleeper sleeper;
 
@@ -25,7 +26,7 @@ final class BatchPacing {
   }
 
   BatchPacing(double dutyCycle, LongSupplier nanoClock, Sleeper sleeper) {
-    this.pausePerBatchNanos = (1 - dutyCycle) / dutyCycle;
+    this.pauseRatio = (1 - dutyCycle) / dutyCycle;
     this.nanoClock = nanoClock;
     this.sleeper = sleeper;
   }
@@ -45,7 +46,7 @@ final class BatchPacing {
     if (Thread.currentThread().isInterrupted()) {
       return false;
     }
-    long pause = (long) ((nanoClock.getAsLong() - batchStart) * pausePerBatchNanos);
+    long pause = (long) ((nanoClock.getAsLong() - batchStart) * pauseRatio);
     if (pause <= 0) {
       return true;
     }

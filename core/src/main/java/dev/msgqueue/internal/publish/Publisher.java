@@ -5,6 +5,7 @@ import dev.msgqueue.internal.sql.QueueStatements;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.QueueNotFoundException;
 import dev.msgqueue.QueueSpec;
+import dev.msgqueue.internal.support.Contexts;
 import dev.msgqueue.internal.support.EventSink;
 import dev.msgqueue.internal.support.IntervalThrottle;
 import dev.msgqueue.internal.support.QueueContext;
@@ -86,7 +87,7 @@ public final class Publisher {
     // One connection for the whole publish, so it can tell whether the insert committed on its own (autocommit): a
     // wake-up failing after that must not turn a committed publish into an "outcome unknown" failure. A context on
     // one connection already is that (and pinning it again would cost a configuration per publish).
-    if (ctx.configuration().connectionProvider() instanceof DefaultConnectionProvider) {
+    if (Contexts.overOneConnection(ctx)) {
       return publishOn(ctx, ctx.connectionResult(Connection::getAutoCommit), spec, payloads, delay, ttl);
     }
     return ctx.connectionResult(connection -> publishOn(
@@ -200,15 +201,14 @@ public final class Publisher {
   }
 
   /**
-   * Sends the (coalesced) wake-up after the insert. In autocommit the messages are already committed: the wake-up goes
-   * out on the repository's own connections, from the wake-up thread rather than on the publish's pinned connection,
-   * and since it only shortens latency (subscribers poll), a failure is logged, not thrown: throwing would report a
-   * committed publish as failed, and a caller retrying it would publish it twice. Inside the caller's transaction the
-   * wake-up is part of that transaction and its failure is thrown, since that transaction is lost.
+   * Sends the (coalesced) wake-up after the insert ({@link Wakeups}). In autocommit the messages are already
+   * committed, and since a wake-up only shortens latency (subscribers poll), a failure is logged, not thrown: throwing
+   * would report a committed publish as failed, and a caller retrying it would publish it twice. Inside the caller's
+   * transaction the wake-up is part of that transaction and its failure is thrown, since that transaction is lost.
    */
   private void wakeUp(DSLContext on, boolean autoCommit, String queue) {
     try {
-      wakeups.published(autoCommit ? own : on, queue, autoCommit);
+      wakeups.published(on, queue, autoCommit);
     } catch (RuntimeException e) {
       if (!autoCommit) {
         throw e;

@@ -34,7 +34,7 @@ import org.slf4j.LoggerFactory;
  * none. A notification statement that fails is logged, and its queues are handed to {@code failed} (which forgets
  * their wake-up window, so that their next publish notifies again). A context over one connection (a repository
  * created over a single {@code Connection}) cannot be used from another thread: its wake-ups are sent on the caller's
- * thread, one statement each.
+ * thread, one statement each, and there is no thread.
  */
 final class WakeupBatcher {
   private static final Logger log = LoggerFactory.getLogger(WakeupBatcher.class);
@@ -49,36 +49,43 @@ final class WakeupBatcher {
    */
   static final long MIN_STATEMENT_GAP_NANOS = 2_000_000;
 
+  private final DSLContext ctx;
   private final Consumer<String> failed;
+  /** {@code null} over one connection: the wake-ups go out on the callers' threads. */
   private final ThreadPoolExecutor sender;
   private final Object lock = new Object();
   /** Guarded by {@link #lock}: the queues to notify, in arrival order. */
-  private Set<String> pending = new LinkedHashSet<>();
-  /** Guarded by {@link #lock}: the context the pending notifications go out through (the latest caller's). */
-  private DSLContext through;
+  private final Set<String> pending = new LinkedHashSet<>();
   /** Guarded by {@link #lock}: whether a send task is queued or running. */
   private boolean sending;
 
-  /** @param failed called with each queue whose notification failed */
-  WakeupBatcher(Consumer<String> failed) {
+  /**
+   * @param ctx what the notifications go out through, in autocommit
+   * @param failed called with each queue whose notification failed
+   */
+  WakeupBatcher(DSLContext ctx, Consumer<String> failed) {
+    this.ctx = ctx;
     this.failed = failed;
-    this.sender = new ThreadPoolExecutor(1, 1, IDLE_MILLIS, TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(),
-        DaemonThreads.numbered("msgqueue-wakeups"));
-    sender.allowCoreThreadTimeOut(true);
+    if (Contexts.overOneConnection(ctx)) {
+      this.sender = null;
+    } else {
+      this.sender = new ThreadPoolExecutor(1, 1, IDLE_MILLIS, TimeUnit.MILLISECONDS, new LinkedBlockingQueue<>(),
+          DaemonThreads.numbered("msgqueue-wakeups"));
+      sender.allowCoreThreadTimeOut(true);
+    }
   }
 
   /**
-   * Queues the wake-up of {@code queue}, to go out through {@code ctx} (in autocommit) on the batcher's thread; on a
-   * context over one connection, sends it now on the caller's thread.
+   * Queues the wake-up of {@code queue} for the batcher's thread; over one connection, sends it now on the caller's
+   * thread.
    */
-  void send(DSLContext ctx, String queue) {
-    if (Contexts.overOneConnection(ctx)) {
+  void send(String queue) {
+    if (sender == null) {
       NotifyStatements.notifyWakeup(ctx, queue);
       return;
     }
     synchronized (lock) {
       pending.add(queue);
-      through = ctx;
       if (sending) {
         return;
       }
@@ -105,15 +112,8 @@ final class WakeupBatcher {
 
   /** @return true once nothing is pending ({@code sending} cleared under the lock) */
   private boolean sendUntilNothingPending() {
-    long lastStart = 0;
-    boolean first = true;
     while (true) {
-      if (!first) {
-        pauseUntil(lastStart + MIN_STATEMENT_GAP_NANOS);
-      }
-      first = false;
       List<String> queues = new ArrayList<>();
-      DSLContext ctx;
       synchronized (lock) {
         if (pending.isEmpty()) {
           sending = false;
@@ -124,9 +124,8 @@ final class WakeupBatcher {
           queues.add(taken.next());
           taken.remove();
         }
-        ctx = through;
       }
-      lastStart = System.nanoTime();
+      long start = System.nanoTime();
       try {
         if (queues.size() == 1) {
           NotifyStatements.notifyWakeup(ctx, queues.get(0));
@@ -138,6 +137,8 @@ final class WakeupBatcher {
             + " and their next publish notifies again", queues.size(), e.toString());
         queues.forEach(failed);
       }
+      // The wake-ups queued meanwhile go out together in the next statement.
+      pauseUntil(start + MIN_STATEMENT_GAP_NANOS);
     }
   }
 

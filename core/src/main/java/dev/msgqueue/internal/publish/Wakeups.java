@@ -22,27 +22,28 @@ public final class Wakeups {
   private final IntervalThrottle throttle;
   private final WakeupBatcher batcher;
 
-  private Wakeups(IntervalThrottle throttle) {
+  private Wakeups(IntervalThrottle throttle, DSLContext own) {
     this.throttle = throttle;
-    this.batcher = throttle == null ? null : new WakeupBatcher(throttle::forget);
+    this.batcher = throttle == null ? null : new WakeupBatcher(own, throttle::forget);
   }
 
-  public static Wakeups from(MsgQueueConfig config) {
+  /** @param own the repository's own context, which autocommit publishes' notifications go out through */
+  public static Wakeups from(MsgQueueConfig config, DSLContext own) {
     return new Wakeups(config.wakeupNotifications()
-        ? new IntervalThrottle(config.wakeupWindow(), config.maxTrackedQueues()) : null);
+        ? new IntervalThrottle(config.wakeupWindow(), config.maxTrackedQueues()) : null, own);
   }
 
   /**
    * Called after messages were inserted into {@code queue} through {@code ctx}. In autocommit (the messages are
-   * committed) the notification goes out after this returns, batched with other queues' ({@link WakeupBatcher});
-   * inside a caller's transaction it is sent in that transaction, so that it is delivered at its commit and not at
-   * all if it rolls back.
+   * committed) the notification goes out on the repository's own connections after this returns, batched with other
+   * queues' ({@link WakeupBatcher}); inside a caller's transaction it is sent in that transaction, through
+   * {@code ctx}, so that it is delivered at its commit and not at all if it rolls back.
    */
   public void published(DSLContext ctx, String queue, boolean autoCommit) {
     if (throttle != null && throttle.tryPass(queue)) {
       try {
         if (autoCommit) {
-          batcher.send(ctx, queue);
+          batcher.send(queue);
         } else {
           NotifyStatements.notifyWakeup(ctx, queue);
         }

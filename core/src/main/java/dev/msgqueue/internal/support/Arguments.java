@@ -51,6 +51,14 @@ public final class Arguments {
     return value;
   }
 
+  /** @throws IllegalArgumentException unless {@code 0 < value <= max}; NaN included */
+  public static double requirePositiveAtMost(double value, String name, double max) {
+    if (!(value > 0 && value <= max)) {
+      throw new IllegalArgumentException(name + " must be in (0, " + max + "], was " + value);
+    }
+    return value;
+  }
+
   /** @throws IllegalArgumentException unless {@code 0 < value <= max}; a null {@code value} included */
   public static Duration requirePositiveAtMost(Duration value, String name, Duration max) {
     requireNonNull(value, name);

@@ -110,15 +110,15 @@ class WakeupBatcherIT {
   @Test
   void wakeUpsArrivingDuringOneInFlightReturnAtOnceAndGoOutTogetherInTheNextStatement() throws Exception {
     DSLContext ctx = pooledContext(ExecuteListener.onExecuteStart(this::holdTheFirstNotification));
-    WakeupBatcher batcher = new WakeupBatcher(failed::add);
+    WakeupBatcher batcher = new WakeupBatcher(ctx, failed::add);
 
-    batcher.send(ctx, "batch-0");
+    batcher.send("batch-0");
     assertThat(firstInFlight.await(AWAIT_SECONDS, TimeUnit.SECONDS)).isTrue();
     // The first statement is held in flight: these return without waiting for it.
-    batcher.send(ctx, "batch-1");
-    batcher.send(ctx, "batch-2");
-    batcher.send(ctx, "batch-3");
-    batcher.send(ctx, "batch-1");
+    batcher.send("batch-1");
+    batcher.send("batch-2");
+    batcher.send("batch-3");
+    batcher.send("batch-1");
     assertThat(notifyStatements).hasSize(1);
     releaseFirst.countDown();
 
@@ -133,12 +133,12 @@ class WakeupBatcherIT {
   void aLoneWakeUpGoesOutAtOnceAndTheNextFindsNothingInFlight() throws Exception {
     DSLContext ctx = pooledContext(ExecuteListener.onExecuteStart(this::holdTheFirstNotification));
     releaseFirst.countDown();
-    WakeupBatcher batcher = new WakeupBatcher(failed::add);
+    WakeupBatcher batcher = new WakeupBatcher(ctx, failed::add);
 
-    batcher.send(ctx, "alone-1");
+    batcher.send("alone-1");
     assertThat(receive(1)).containsExactly("alone-1");
     await("the batcher idle", () -> !batcher.isSending());
-    batcher.send(ctx, "alone-2");
+    batcher.send("alone-2");
     assertThat(receive(1)).containsExactly("alone-2");
 
     assertThat(notifyStatements).containsExactly(List.of("alone-1"), List.of("alone-2"));
@@ -152,15 +152,15 @@ class WakeupBatcherIT {
         throw new DataAccessException("the notification's connection is gone");
       }
     }));
-    WakeupBatcher batcher = new WakeupBatcher(failed::add);
+    WakeupBatcher batcher = new WakeupBatcher(ctx, failed::add);
 
-    batcher.send(ctx, "held");
+    batcher.send("held");
     assertThat(firstInFlight.await(AWAIT_SECONDS, TimeUnit.SECONDS)).isTrue();
-    batcher.send(ctx, "lost-1");
-    batcher.send(ctx, "lost-2");
+    batcher.send("lost-1");
+    batcher.send("lost-2");
     releaseFirst.countDown();
     await("the batcher idle", () -> !batcher.isSending());
-    batcher.send(ctx, "after");
+    batcher.send("after");
 
     assertThat(receive(2)).containsExactly("held", "after");
     assertThat(failed).containsExactly("lost-1", "lost-2");
@@ -172,11 +172,11 @@ class WakeupBatcherIT {
     DSLContext ctx = firstNotificationFails(notifyAttempts, () -> {
       throw new Error("not a statement's failure");
     });
-    WakeupBatcher batcher = new WakeupBatcher(failed::add);
+    WakeupBatcher batcher = new WakeupBatcher(ctx, failed::add);
 
-    batcher.send(ctx, "lost-to-an-error");
+    batcher.send("lost-to-an-error");
     await("the sender stopped", () -> notifyAttempts.get() == 1 && !batcher.isSending());
-    batcher.send(ctx, "after-the-error");
+    batcher.send("after-the-error");
 
     assertThat(receive(1)).containsExactly("after-the-error");
     assertThat(notifyAttempts).hasValue(2);
@@ -189,7 +189,7 @@ class WakeupBatcherIT {
       throw new DataAccessException("the first notification's connection is gone");
     });
     // A window of an hour: only a failure that frees the window lets a later publish notify.
-    Wakeups wakeups = Wakeups.from(MsgQueueConfig.builder().wakeupWindow(Duration.ofHours(1)).build());
+    Wakeups wakeups = Wakeups.from(MsgQueueConfig.builder().wakeupWindow(Duration.ofHours(1)).build(), ctx);
 
     wakeups.published(ctx, "failed-once", true);
     await("the first notification tried", () -> notifyAttempts.get() == 1);
@@ -208,9 +208,9 @@ class WakeupBatcherIT {
       DSLContext ctx = DSL.using(connection, SQLDialect.POSTGRES);
       ctx.configuration().set(ExecuteListener.onExecuteStart(this::holdTheFirstNotification));
       releaseFirst.countDown();
-      WakeupBatcher batcher = new WakeupBatcher(failed::add);
+      WakeupBatcher batcher = new WakeupBatcher(ctx, failed::add);
 
-      batcher.send(ctx, "one-connection");
+      batcher.send("one-connection");
 
       assertThat(notifyStatements).containsExactly(List.of("one-connection"));
       assertThat(notifyThreads).containsExactly(Thread.currentThread());
