@@ -12,7 +12,7 @@ import java.time.Duration;
  *
  * <ul>
  *   <li><b>Claims.</b> A claim takes up to {@code batchSize} messages into the free handler room plus a bounded buffer
- *       of {@code prefetch} messages waiting for a handler (by default one batch);
+ *       of {@code prefetch} messages waiting for a handler (by default two batches);
  *       its room is reserved before the statement is sent, so the messages claimed or being claimed never exceed
  *       {@code concurrency + prefetch}. While the handlers have run dry, a claim is sent as soon as at least half a
  *       batch fits, and while claims find full batches several run at once (up to four, each on its own connection,
@@ -50,7 +50,7 @@ import java.time.Duration;
  *       lease remains; otherwise it is released to the queue unstarted, so waiting in the buffer never causes a
  *       second delivery.</li>
  *   <li><b>What a crash can lose (default mode).</b> At most {@code concurrency + prefetch} messages (with the
- *       defaults 8 + 100): those running and those claimed but not started. They stay ASSIGNED until they expire.
+ *       defaults 8 + 200): those running and those claimed but not started. They stay ASSIGNED until they expire.
  *       Lease mode loses nothing.</li>
  *   <li><b>Queue.</b> {@link Builder#start()} binds the queue; while running it keeps the queue alive every
  *       {@link MsgQueueConfig#keepAliveInterval()}, so an auto-deleted queue with a live subscriber is never reaped.
@@ -67,11 +67,11 @@ public final class Subscriber implements AutoCloseable {
   /** Default largest claim, and the ack flush size. */
   public static final int DEFAULT_BATCH_SIZE = 100;
   /**
-   * The default prefetch, in batches: room for one whole claim in flight besides the running handlers. More room lets
-   * claims overlap each other; where the database shares its cores with the service that costs more than it gives
-   * (each claim reads past the rows the claims before it still hold), so it is a setting, not the default.
+   * The default prefetch, in batches: room for two whole claims in flight besides the running handlers, so quick
+   * handlers' claims overlap (docs/consuming.md has the measurements). Busy handlers keep one to two batches ahead
+   * whatever the prefetch, so the second batch does not add to what a crash can lose while handlers are busy.
    */
-  static final int DEFAULT_PREFETCH_BATCHES = 1;
+  static final int DEFAULT_PREFETCH_BATCHES = 2;
   /** Default longest wait of a finished handler's ack for others to share its statement. */
   public static final Duration DEFAULT_ACK_DELAY = Duration.ofMillis(5);
   /** The longest {@code ackDelay}. */
@@ -238,9 +238,9 @@ public final class Subscriber implements AutoCloseable {
 
     /**
      * The most messages claimed ahead of the handlers, waiting for a free handler or on their way in claims, in
-     * [0, {@value Subscriber#MAX_PREFETCH}]; default: the batch size, room for one whole claim in flight; {@code n}
-     * batches leave room for n claims in flight at once while handlers are quick (up to four), which pays where claim
-     * latency, not the database's CPU, bounds the drain (a database across a network). Busy handlers fill less of it:
+     * [0, {@value Subscriber#MAX_PREFETCH}]; default: two batches, room for two whole claims in flight; {@code n}
+     * batches leave room for n claims in flight at once while handlers are quick (up to four); one batch keeps one
+     * claim in flight, for the smallest loss in a crash (default mode). Busy handlers fill less of it:
      * while messages wait, a claim is sent only if less than a batch waits or is on its way. In the default
      * (at-most-once) mode a crash loses at most {@code concurrency + prefetch} messages (those running and those
      * waiting); 0 claims only into free handlers, never more in all than there are handlers free (in claims of at
