@@ -40,7 +40,21 @@ public final class Migrations {
     run(connection, RollbackCountCommandStep.COMMAND_NAME, CHANGELOG, changeSets);
   }
 
+  /**
+   * One Liquibase command at a time in this JVM. Liquibase keeps its changelog-lock bookkeeping JVM-wide: an update
+   * that finishes resets every database's lock service, so another update still running on another database skips
+   * releasing its lock, and the next command on that database waits out the lock (5 minutes) and fails. Test classes
+   * run in parallel and each migrates its own database.
+   */
+  private static final Object ONE_COMMAND_AT_A_TIME = new Object();
+
   private static void run(Connection connection, String[] command, String changelog, Integer count) {
+    synchronized (ONE_COMMAND_AT_A_TIME) {
+      runAlone(connection, command, changelog, count);
+    }
+  }
+
+  private static void runAlone(Connection connection, String[] command, String changelog, Integer count) {
     try {
       Database database = DatabaseFactory.getInstance()
           .findCorrectDatabaseImplementation(new JdbcConnection(connection));
