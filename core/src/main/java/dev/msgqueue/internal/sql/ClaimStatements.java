@@ -58,11 +58,11 @@ import org.jooq.types.DayToSecond;
  */
 public final class ClaimStatements {
   private static final MessageQueueItem I = MESSAGE_QUEUE_ITEM;
+  private static final DataType<Long[]> BIGINT_ARRAY = SQLDataType.BIGINT.getArrayDataType();
   private static final String LOCKED = "locked";
   private static final String CLAIMED = "claimed";
-  private static final Field<Long[]> CLAIMED_IDS = field(name(CLAIMED, "ids"), SQLDataType.BIGINT.getArrayDataType());
-  private static final Field<Long[]> REDELIVERED_IDS =
-      field(name(CLAIMED, "redelivered"), SQLDataType.BIGINT.getArrayDataType());
+  private static final Field<Long[]> CLAIMED_IDS = field(name(CLAIMED, "ids"), BIGINT_ARRAY);
+  private static final Field<Long[]> REDELIVERED_IDS = field(name(CLAIMED, "redelivered"), BIGINT_ARRAY);
   /** The lease claim's fourth column, whether the item was ASSIGNED when locked, as the rendered claim reads it. */
   private static final Field<Boolean> REDELIVERED = field(name("redelivered"), SQLDataType.BOOLEAN);
   private static final String RECEIPT = "receipt";
@@ -71,7 +71,6 @@ public final class ClaimStatements {
       field(name(RECEIPT, "deadline"), SQLDataType.LOCALDATETIME(3));
   /** The claim's third column, the receipt deadline in milliseconds, as the rendered claim's result reads it. */
   private static final Field<Long> CLAIM_DEADLINE_MILLIS = field(name("deadline"), SQLDataType.BIGINT);
-  private static final DataType<Long[]> BIGINT_ARRAY = SQLDataType.BIGINT.getArrayDataType();
   private static final String ZIPPED = "zipped";
   private static final Field<Long> ZIPPED_ID = field(name(ZIPPED, "id"), SQLDataType.BIGINT);
   private static final Field<Long> ZIPPED_MILLIS = field(name(ZIPPED, "millis"), SQLDataType.BIGINT);
