@@ -13,9 +13,9 @@ import java.util.Map;
 /**
  * Scenario 7: whether consumption speed stays in a long-lived JVM. The same preloaded count is drained {@value #RUNS}
  * times in a row in this one JVM, alternating the Subscriber (default mode, concurrency 4) and the repository's
- * claim+ack loop on one thread, each drain on a fresh table and a pool of its own, after one unmeasured warm-up drain
- * of each. Reports every run and, per consumer, the slowest run over the fastest (target at least
- * {@value #TARGET_SLOWEST_OVER_FASTEST}).
+ * claim+ack loop on one thread, each drain on a fresh table and a pool of its own, after unmeasured warm-up drains of
+ * each until the JIT is quiet. Reports every run with the time the JIT compiled during it and, per consumer, the slowest
+ * run over the fastest (target at least {@value #TARGET_SLOWEST_OVER_FASTEST}).
  */
 final class DrainRepeatScenario implements Scenario {
   static final String ID = "drain-repeat";
@@ -40,7 +40,7 @@ final class DrainRepeatScenario implements Scenario {
   @Override
   public String title() {
     return "7. Drain repeated: " + messages + " preloaded messages drained " + RUNS + " times in one JVM per consumer,"
-        + " consumers alternating, after one unmeasured warm-up drain of each";
+        + " consumers alternating, after unmeasured warm-up drains of each until the JIT is quiet";
   }
 
   @Override
@@ -50,15 +50,14 @@ final class DrainRepeatScenario implements Scenario {
 
   @Override
   public Duration estimate() {
-    return Duration.ofMillis(CELLS.size() * (RUNS + 1) * (1_000 + messages / 10L));
+    return Duration.ofMillis(CELLS.size() * (RUNS + 3) * (1_000 + messages / 10L));
   }
 
   @Override
   public Result run(BenchContext context) throws Exception {
     BenchDatabase database = context.database();
     for (DrainScenario.Cell cell : CELLS) {
-      DrainScenario.preload(database, cell, messages);
-      drains.drain(database, cell, messages);
+      drains.warmUntilJitQuiet(database, cell, messages);
     }
     List<Run> runs = new ArrayList<>();
     for (int run = 1; run <= RUNS; run++) {
@@ -86,7 +85,7 @@ final class DrainRepeatScenario implements Scenario {
             DrainDiagnostics.read(database.control(), database.serverVersionNum()).minus(before);
         runs.add(new Run(cell.consumer(), cell.concurrency(), run, row.messages(), row.seconds(),
             row.messagesPerSecond(), row.clientCpuMicrosPerMessage(), row.serverCpuMicrosPerMessage(), row.left(),
-            row.drained(), before, during, early, late, backendStates));
+            row.drained(), before, during, early, late, backendStates, row.jitMillis()));
       }
     }
     List<Spread> spreads = new ArrayList<>();
@@ -123,7 +122,7 @@ final class DrainRepeatScenario implements Scenario {
   record Run(String consumer, int concurrency, int run, long messages, double seconds, double messagesPerSecond,
       double clientCpuMicrosPerMessage, double serverCpuMicrosPerMessage, long left, boolean drained,
       DrainDiagnostics.Counters before, DrainDiagnostics.Counters during, ClaimPlanSampler.Sample early,
-      ClaimPlanSampler.Sample late, Map<String, Double> backendStates) {
+      ClaimPlanSampler.Sample late, Map<String, Double> backendStates, long jitMillis) {
     /** The average number of the drain's backends whose state starts with {@code prefix}. */
     double backends(String prefix) {
       return backendStates.entrySet().stream().filter(e -> e.getKey().startsWith(prefix))
@@ -151,6 +150,7 @@ final class DrainRepeatScenario implements Scenario {
       for (DrainScenario.Cell cell : CELLS) {
         header.append(String.format(Locale.ROOT, " %24s", cell.consumer() + " x" + cell.concurrency() + " msg/s"));
         header.append(String.format(Locale.ROOT, " %14s", "cpu us/msg"));
+        header.append(String.format(Locale.ROOT, " %7s", "jit ms"));
       }
       out.println(header);
       out.println("-".repeat(header.length()));
@@ -165,10 +165,12 @@ final class DrainRepeatScenario implements Scenario {
               String.format(Locale.ROOT, "%.0f%s", r.messagesPerSecond(), note)));
           line.append(String.format(Locale.ROOT, " %14s", String.format(Locale.ROOT, "%.1f/%.1f",
               r.clientCpuMicrosPerMessage(), r.serverCpuMicrosPerMessage())));
+          line.append(String.format(Locale.ROOT, " %7d", r.jitMillis()));
         }
         out.println(line);
       }
-      out.println("cpu us/msg: client (consuming threads; loops only) / server (the drain's backends) per message.");
+      out.println("cpu us/msg: client (consuming threads; loops only) / server (the drain's backends) per message;"
+          + " jit ms: milliseconds the JVM's JIT compiled during the run.");
       printDiagnostics(out);
       for (Spread spread : spreads) {
         out.printf(Locale.ROOT, "%s x%d: fastest %.0f, slowest %.0f msg/s, slowest/fastest %.2f (target >= %.2f: %s)%n",
@@ -231,13 +233,13 @@ final class DrainRepeatScenario implements Scenario {
           + "checkpoints,backend_buffer_writes,heap_blocks_hit,heap_blocks_read,index_blocks_hit,index_blocks_read,"
           + "table_bytes_before,index_bytes_before,table_bytes_after,index_bytes_after,early_claim_buffers,"
           + "early_claim_ms,late_claim_deleted_share,late_claim_buffers,late_claim_ms,backends_running,"
-          + "backends_client,backends_wal_io,backends_lwlock");
+          + "backends_client,backends_wal_io,backends_lwlock,jit_ms");
       List<String> plans = new ArrayList<>();
       for (Run r : runs) {
         DrainDiagnostics.Counters d = r.during();
         lines.add(String.format(Locale.ROOT,
             "%s,%d,%d,%d,%.3f,%.1f,%s,%s,%d,%b,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%s,%s,%s,%s,"
-                + "%.3f,%.3f,%.3f,%.3f",
+                + "%.3f,%.3f,%.3f,%.3f,%d",
             r.consumer(), r.concurrency(), r.run(), r.messages(), r.seconds(), r.messagesPerSecond(),
             DrainScenario.csvMicros(r.clientCpuMicrosPerMessage()),
             DrainScenario.csvMicros(r.serverCpuMicrosPerMessage()), r.left(), r.drained(), d.walBytes(),
@@ -247,7 +249,7 @@ final class DrainRepeatScenario implements Scenario {
             csvCount(r.early().sharedBuffers()), DrainScenario.csvMicros(r.early().milliseconds()),
             DrainScenario.csvMicros(r.late().deletedShare()), csvCount(r.late().sharedBuffers()),
             DrainScenario.csvMicros(r.late().milliseconds()), r.backends(DrainWaitSampler.RUNNING),
-            r.backends("Client:"), r.backends("IO:WAL"), r.backends("LWLock:")));
+            r.backends("Client:"), r.backends("IO:WAL"), r.backends("LWLock:"), r.jitMillis()));
         plans.add("-- " + r.consumer() + " x" + r.concurrency() + ", run " + r.run() + ", early\n" + r.early().plan());
         plans.add("-- " + r.consumer() + " x" + r.concurrency() + ", run " + r.run() + ", late\n" + r.late().plan());
       }
