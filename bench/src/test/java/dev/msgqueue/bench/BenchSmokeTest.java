@@ -121,6 +121,11 @@ class BenchSmokeTest {
       assertThat(row.path("messages").asLong()).as("messages of %s", row).isEqualTo(2_000);
       assertThat(row.path("left").asLong()).as("left of %s", row).isZero();
       assertThat(row.path("statementsPerMessage").asDouble()).isPositive();
+      // Each cell was warmed right before it was measured, and the JIT's time during it is reported.
+      assertThat(row.path("warmupDrains").asInt()).as("warm-up drains of %s", row)
+          .isBetween(1, DrainScenario.MAX_WARMUP_DRAINS);
+      assertThat(row.path("jitMillis").isIntegralNumber()).as("jitMillis of %s", row).isTrue();
+      assertThat(row.path("jitMillis").asLong()).isNotNegative();
     }
     JsonNode sustained = report.path("scenarios").path(SustainedScenario.ID).path("rows");
     assertThat(sustained).hasSize(SustainedScenario.CONCURRENCIES.size());
@@ -138,6 +143,7 @@ class BenchSmokeTest {
     for (JsonNode run : repeatedRuns) {
       assertThat(run.path("drained").asBoolean()).as("drained: %s", run).isTrue();
       assertThat(run.path("messages").asLong()).as("messages of %s", run).isEqualTo(2_000);
+      assertThat(run.path("jitMillis").isIntegralNumber()).as("jitMillis of %s", run).isTrue();
       assertThat(run.path("left").asLong()).as("left of %s", run).isZero();
       // The diagnostics saw the drain: its WAL, the item table's buffer accesses, a claim search as it started and
       // the drain's backends.
