@@ -443,7 +443,14 @@ for update skip locked;
 --   Takes the housekeeping lock for the current transaction if it is free: {@code pg_try_advisory_xact_lock(key)}
 --   returns at once, true if this transaction now holds the lock, false if another does. Ending the transaction
 --   releases it.
+--   <p>Then {@code SET LOCAL transaction_read_only = true} (the transaction only holds the lock; the jobs write on
+--   other connections). Being a utility statement, it replaces the driver's unnamed portal of the lock query, which
+--   would otherwise stay open, idle in transaction, for the whole tick with its snapshot: that snapshot holds back the
+--   database's xmin horizon, so nothing deleted during the tick (the reaped queues, the expired and the acked
+--   messages of every queue) can be pruned, and each reaper batch walks the index entries of every queue reaped
+--   before it in the tick.
 select pg_try_advisory_xact_lock($1);
+set local "transaction_read_only" = true;
 
 -- NotifyStatements.notifyWakeup
 --   Sends {@code NOTIFY msgqueue_wakeup, '<queue>'} through {@code pg_notify}, a function call jOOQ can express (it

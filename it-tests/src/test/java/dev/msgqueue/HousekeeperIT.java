@@ -18,8 +18,10 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.BooleanSupplier;
 import java.util.stream.IntStream;
+import org.jooq.Record2;
 import org.jooq.SQLDialect;
 import org.jooq.impl.DSL;
 import org.junit.jupiter.api.Test;
@@ -117,6 +119,28 @@ class HousekeeperIT {
   }
 
   @Test
+  void theLockTransactionHoldsNoSnapshotWhileTheJobsRun() {
+    List<String> idle = idleQueues("no-snapshot", 2);
+    MsgQueueRepository repository = MsgQueueRepository.create(db.dataSource(), config);
+    AtomicReference<Record2<String, String>> holderSeen = new AtomicReference<>();
+    Housekeeper housekeeper = Housekeeper.builder(repository).whileHoldingLock(() -> {
+      var activity = table(name("pg_catalog", "pg_stat_activity"));
+      var pid = field(name("pid"), Integer.class);
+      holderSeen.set(db.dsl()
+          .select(field(name("state"), String.class), field(name("backend_xmin")).cast(String.class))
+          .from(activity).where(pid.eq(lockHolderPid())).fetchSingle());
+    }).build();
+
+    HousekeepingRun run = housekeeper.runOnce();
+
+    assertThat(run.outcome()).isEqualTo(Outcome.COMPLETED);
+    assertThat(run.reapedQueues()).isEqualTo(idle.size());
+    assertThat(holderSeen.get().value1()).isEqualTo("idle in transaction");
+    // A snapshot kept by the lock transaction would hold back the xmin horizon of the whole database for the tick.
+    assertThat(holderSeen.get().value2()).as("backend_xmin of the lock transaction").isNull();
+  }
+
+  @Test
   void theScheduleTicksOnItsOwnThreadAndCloseStopsIt() throws Exception {
     List<String> idle = idleQueues("scheduled", 2);
     MsgQueueRepository repository = MsgQueueRepository.create(db.dataSource(), config);
@@ -147,18 +171,28 @@ class HousekeeperIT {
     }
   }
 
+  /** The backend holding the housekeeping lock: the one advisory lock granted in this test's database. */
+  private int lockHolderPid() {
+    var locks = table(name("pg_catalog", "pg_locks"));
+    var databases = table(name("pg_catalog", "pg_database"));
+    var pid = field(name("pg_locks", "pid"), Integer.class);
+    List<Integer> holder = db.dsl().select(pid).from(locks)
+        .where(field(name("pg_locks", "locktype"), String.class).eq("advisory"))
+        .and(field(name("pg_locks", "granted"), Boolean.class).isTrue())
+        .and(field(name("pg_locks", "database")).eq(DSL.select(field(name("pg_database", "oid"))).from(databases)
+            .where(field(name("pg_database", "datname"), String.class).eq(db.name()))))
+        .fetch(pid);
+    assertThat(holder).hasSize(1);
+    return holder.get(0);
+  }
+
   /** Terminates the backend holding the housekeeping lock and waits until it is gone. */
   private void terminateLockHolder() {
     var activity = table(name("pg_catalog", "pg_stat_activity"));
     var pid = field(name("pid"), Integer.class);
-    var holder = db.dsl().select(pid).from(activity)
-        .where(field(name("datname")).eq(db.name()))
-        .and(field(name("query"), String.class).contains("pg_try_advisory_xact_lock"))
-        .and(pid.ne(function("pg_backend_pid", Integer.class)))
-        .fetch(pid);
-    assertThat(holder).hasSize(1);
-    db.dsl().select(function("pg_terminate_backend", Boolean.class, DSL.val(holder.get(0)))).fetch();
-    awaitUnchecked(() -> db.dsl().fetchCount(activity, pid.eq(holder.get(0))) == 0);
+    int holder = lockHolderPid();
+    db.dsl().select(function("pg_terminate_backend", Boolean.class, DSL.val(holder))).fetch();
+    awaitUnchecked(() -> db.dsl().fetchCount(activity, pid.eq(holder)) == 0);
   }
 
   private static void awaitLatch(CountDownLatch latch) {

@@ -7,6 +7,8 @@ import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM_FAILURE;
 import static org.jooq.impl.DSL.all;
 import static org.jooq.impl.DSL.function;
+import static org.jooq.impl.DSL.inline;
+import static org.jooq.impl.DSL.name;
 import static org.jooq.impl.DSL.select;
 import static org.jooq.impl.DSL.selectOne;
 import static org.jooq.impl.DSL.val;
@@ -155,8 +157,17 @@ public final class MaintenanceStatements {
    * Takes the housekeeping lock for the current transaction if it is free: {@code pg_try_advisory_xact_lock(key)}
    * returns at once, true if this transaction now holds the lock, false if another does. Ending the transaction
    * releases it.
+   *
+   * <p>Then {@code SET LOCAL transaction_read_only = true} (the transaction only holds the lock; the jobs write on
+   * other connections). Being a utility statement, it replaces the driver's unnamed portal of the lock query, which
+   * would otherwise stay open, idle in transaction, for the whole tick with its snapshot: that snapshot holds back the
+   * database's xmin horizon, so nothing deleted during the tick (the reaped queues, the expired and the acked
+   * messages of every queue) can be pruned, and each reaper batch walks the index entries of every queue reaped
+   * before it in the tick.
    */
   public static boolean tryAdvisoryLock(DSLContext tx, long key) {
-    return tx.select(function("pg_try_advisory_xact_lock", Boolean.class, val(key))).fetchSingle().value1();
+    boolean locked = tx.select(function("pg_try_advisory_xact_lock", Boolean.class, val(key))).fetchSingle().value1();
+    tx.setLocal(name("transaction_read_only"), inline(true)).execute();
+    return locked;
   }
 }
