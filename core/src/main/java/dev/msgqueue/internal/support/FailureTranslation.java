@@ -16,18 +16,26 @@ public final class FailureTranslation implements ExecuteListener {
   @Override
   public void exception(ExecuteContext ctx) {
     RuntimeException failure = ctx.exception();
-    if (!(failure instanceof DataAccessException dataAccess)) {
-      return;
+    if (failure instanceof DataAccessException dataAccess) {
+      ctx.exception(translate(dataAccess, firstLine(ctx)));
     }
-    String state = dataAccess.sqlState();
+  }
+
+  /**
+   * The typed exception for a failure of {@code statement}, or {@code failure} itself: for statements run outside
+   * jOOQ's execution, where this listener does not see them.
+   */
+  public static RuntimeException translate(DataAccessException failure, String statement) {
+    String state = failure.sqlState();
     if ("57014".equals(state) || "55P03".equals(state)) {
-      ctx.exception(new MsgQueueTimeoutException(
-          "statement timed out (SQLSTATE " + state + "), most likely waiting for a lock: " + firstLine(ctx), failure));
+      return new MsgQueueTimeoutException(
+          "statement timed out (SQLSTATE " + state + "), most likely waiting for a lock: " + statement, failure);
     } else if (state != null && (state.startsWith("08") || state.startsWith("57P"))) {
-      ctx.exception(new MsgQueueConnectionException(
+      return new MsgQueueConnectionException(
           "the database connection failed (SQLSTATE " + state + "); the statement's outcome is unknown: "
-              + firstLine(ctx), failure));
+              + statement, failure);
     }
+    return failure;
   }
 
   private static String firstLine(ExecuteContext ctx) {
