@@ -5,6 +5,7 @@ import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
+import dev.msgqueue.internal.publish.Publisher;
 import dev.msgqueue.it.Migrations;
 import dev.msgqueue.it.PostgresServer;
 import dev.msgqueue.it.TestDatabase;
@@ -21,6 +22,7 @@ import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.Collectors;
 import org.jooq.DSLContext;
 import org.jooq.SQLDialect;
 import org.jooq.exception.DataAccessException;
@@ -47,6 +49,7 @@ class LeastPrivilegeIT {
   private final String suffix = UUID.randomUUID().toString().replace("-", "").substring(0, 10);
   private final String migrator = "mq_migrator_" + suffix;
   private final String app = "mq_app_" + suffix;
+  private final String appWithoutSequence = "mq_noseq_" + suffix;
   private TestDatabase db;
   private PGSimpleDataSource appDataSource;
 
@@ -57,6 +60,7 @@ class LeastPrivilegeIT {
     try (Connection admin = db.connect(); Statement statement = admin.createStatement()) {
       statement.execute("CREATE ROLE " + migrator + " LOGIN PASSWORD '" + PASSWORD + "'");
       statement.execute("CREATE ROLE " + app + " LOGIN PASSWORD '" + PASSWORD + "'");
+      statement.execute("CREATE ROLE " + appWithoutSequence + " LOGIN PASSWORD '" + PASSWORD + "'");
       // As on PostgreSQL 15+ by default, and stricter: nobody but the migrator may create objects or temp tables.
       statement.execute("REVOKE ALL ON SCHEMA public FROM PUBLIC");
       statement.execute("REVOKE TEMPORARY ON DATABASE \"" + db.name() + "\" FROM PUBLIC");
@@ -68,6 +72,11 @@ class LeastPrivilegeIT {
       migration.setAutoCommit(true); // Liquibase leaves it off
       try (Statement statement = migration.createStatement()) {
         statement.execute(grantsSnippet().replace("msgqueue_app", app));
+        // The grants of a service that applied them before they named the sequence.
+        String withoutSequence = grantsSnippet().lines().filter(line -> !line.contains("ON SEQUENCE"))
+            .collect(Collectors.joining("\n"));
+        assertThat(withoutSequence).isNotEqualTo(grantsSnippet());
+        statement.execute(withoutSequence.replace("msgqueue_app", appWithoutSequence));
       }
     }
     appDataSource = dataSourceFor(app);
@@ -81,6 +90,7 @@ class LeastPrivilegeIT {
     db.close(); // the roles own objects in it: drop it first
     try (Connection admin = PostgresServer.get().adminConnection(); Statement statement = admin.createStatement()) {
       statement.execute("DROP ROLE IF EXISTS " + app);
+      statement.execute("DROP ROLE IF EXISTS " + appWithoutSequence);
       statement.execute("DROP ROLE IF EXISTS " + migrator);
     }
   }
@@ -115,6 +125,27 @@ class LeastPrivilegeIT {
     assertThat(dsl.fetchValue("SELECT has_database_privilege(current_database(), 'TEMPORARY')")).isEqualTo(false);
     assertThat(dsl.fetchValue("SELECT pg_get_userbyid(relowner) FROM pg_class WHERE relname = 'MessageQueueItem'"))
         .isEqualTo(migrator);
+  }
+
+  @Test
+  void withoutUsageOnTheSequenceLargeBatchesAreInsertedInstead() {
+    MsgQueueRepository repository = MsgQueueRepository.create(dataSourceFor(appWithoutSequence),
+        MsgQueueConfig.defaults());
+    QueueSpec queue = QueueSpec.durable("batches-without-sequence");
+    repository.bindQueue(queue);
+    List<String> payloads = new ArrayList<>();
+    for (int i = 0; i < Publisher.COPY_MIN_BATCH; i++) {
+      payloads.add("{\"n\": " + i + "}");
+    }
+
+    List<Long> first = repository.publishBatch(queue, payloads);
+    List<Long> second = repository.publishBatch(queue, payloads);
+
+    assertThat(first).hasSize(payloads.size()).isSorted();
+    assertThat(second).hasSize(payloads.size()).isSorted();
+    assertThat(first.get(first.size() - 1)).isLessThan(second.get(0));
+    assertThat(asApp().fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.eq(queue.name())))
+        .isEqualTo(2 * payloads.size());
   }
 
   @Test
@@ -198,12 +229,13 @@ class LeastPrivilegeIT {
           .pollInterval(Duration.ofMinutes(1)) // so only a wake-up can deliver within the wait below
           .wakeups(listener)
           .start()) {
+        // A batch large enough to go by COPY, which draws its ids from the sequence the grants name.
         List<String> payloads = new ArrayList<>();
-        for (int i = 0; i < 20; i++) {
+        for (int i = 0; i < Publisher.COPY_MIN_BATCH; i++) {
           payloads.add("{\"event\": " + i + "}");
         }
         repository.publishBatch(QueueSpec.durable("events"), payloads);
-        awaitTrue(() -> handled.size() == 20, "all 20 events handled");
+        awaitTrue(() -> handled.size() == Publisher.COPY_MIN_BATCH, "every event handled");
         // The wake-up goes out after the publish returns, from the repository's wake-up thread: the subscriber's
         // first claim may have taken the events before it arrives, so wait for it rather than expect it already.
         awaitTrue(() -> subscriber.wakeups() > 0, "the publish's wake-up received through the LISTEN connection");

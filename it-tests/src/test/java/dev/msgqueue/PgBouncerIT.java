@@ -8,6 +8,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
+import dev.msgqueue.internal.publish.Publisher;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.PgBouncer;
 import dev.msgqueue.it.TestDatabase;
@@ -17,6 +18,7 @@ import java.sql.ResultSet;
 import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -190,6 +192,7 @@ class PgBouncerIT {
     repository.bindQueue(queue);
     repository.publish(queue, "{}");
     repository.publishBatch(queue, List.of("{}", "{}"));
+    repository.publishBatch(queue, Collections.nCopies(Publisher.COPY_MIN_BATCH, "{}")); // by COPY: SET LOCAL
     DSL.using(single, SQLDialect.POSTGRES).transaction(tx -> repository.inTransaction(tx.dsl()).publish(queue, "{}"));
     repository.ack(repository.claim(queue.name(), 10, Duration.ofSeconds(30)));
     repository.keepAlive(queue.name());

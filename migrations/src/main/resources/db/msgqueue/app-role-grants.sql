@@ -7,14 +7,16 @@
 --
 -- Not needed, and deliberately not granted:
 --   * CREATE on the schema or TEMPORARY on the database: msgqueue runs no DDL at run time.
---   * the identity sequence of "MessageQueueItem"."id": PostgreSQL draws identity values for an INSERT without
---     checking privileges on the sequence.
 --   * TRUNCATE, REFERENCES, TRIGGER, or any grant option; anything on DATABASECHANGELOG / DATABASECHANGELOGLOCK.
 --   * pg_notify / LISTEN (wake-ups), the Housekeeper's pg_try_advisory_xact_lock, now(), timezone(): callable by
 --     every role (EXECUTE is granted to PUBLIC).
 --   * the enum type "MessageQueueItemStatus": USAGE on types is granted to PUBLIC by default.
+-- USAGE on the identity sequence of "MessageQueueItem"."id" lets publishBatch draw the ids of a large batch ahead of
+-- copying it (COPY, about 1.2x the insert's speed at 1,000 messages). Without it, publishBatch logs a warning once and
+-- inserts every batch instead.
 -- UPDATE is needed on both tables also for the row locks (SELECT ... FOR UPDATE / FOR NO KEY UPDATE / FOR KEY SHARE)
 -- that the claim, the keep-alive and the reaper take.
 GRANT USAGE ON SCHEMA public TO msgqueue_app;
 GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE public."MessageQueue", public."MessageQueueItem",
   public."MessageQueueItemFailure" TO msgqueue_app;
+GRANT USAGE ON SEQUENCE public."MessageQueueItem_id_seq" TO msgqueue_app;
