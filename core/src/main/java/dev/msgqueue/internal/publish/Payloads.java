@@ -81,11 +81,24 @@ public final class Payloads {
       }
     }
     // Text with no UTF-8 form cannot reach the server unchanged (the driver would substitute '?'); escaped
-    // surrogates are checked after decoding, below.
+    // surrogates are checked after decoding, by the full check.
     int unpaired = Utf16.unpairedSurrogateIndex(json);
     if (unpaired >= 0) {
       throw new IllegalArgumentException("payload has an unpaired surrogate at index " + unpaired);
     }
+    if (!PlainJson.isPlain(json)) {
+      checkFully(json);
+    }
+    return JSONB.valueOf(json);
+  }
+
+  /**
+   * Parses {@code json} (already checked for size and unpaired surrogates) and applies every rule of PostgreSQL's
+   * {@code jsonb} input to its keys, strings and numbers.
+   *
+   * @throws IllegalArgumentException saying what breaks which rule
+   */
+  void checkFully(String json) {
     try (JsonParser parser = factory.createParser(json)) {
       if (parser.nextToken() == null) {
         throw new IllegalArgumentException("payload is empty; it must be a JSON value");
@@ -100,7 +113,6 @@ public final class Payloads {
     } catch (IOException e) {
       throw new IllegalArgumentException("payload is not valid JSON: " + e.getMessage(), e);
     }
-    return JSONB.valueOf(json);
   }
 
   /** Walks the value the parser is on (and, for containers, all of it). */
