@@ -58,7 +58,7 @@ import org.jooq.impl.DSL;
  * {@link MsgQueueConfig#statementTimeout()}), and the keep-alive holds the queue row until then.
  */
 public final class MsgQueueRepository {
-  /** The most messages {@link #publishBatch} takes in one call (one statement). */
+  /** The most messages {@link #publishBatch} takes in one call. */
   public static final int MAX_BATCH_SIZE = TransactionalQueue.MAX_BATCH_SIZE;
   /** The shortest lease: the timestamps' precision, so that every re-claim stores a strictly later deadline. */
   public static final Duration MIN_LEASE = TransactionalQueue.MIN_LEASE;
@@ -165,14 +165,16 @@ public final class MsgQueueRepository {
     return operations.publish(spec, payload, options);
   }
 
-  /** Publishes several payloads to one queue in one statement, with default options. */
+  /** Publishes several payloads to one queue at once, with default options. */
   public List<Long> publishBatch(QueueSpec spec, List<String> jsonPayloads) {
     return operations.publishBatch(spec, jsonPayloads);
   }
 
   /**
-   * Publishes several payloads to one queue in one statement, with the guarantees of a single publish: all are
-   * stored or none is.
+   * Publishes several payloads to one queue at once, with the guarantees of a single publish: all are stored or none
+   * is. In autocommit a batch of 100 or more goes by COPY, in a transaction of its own, when the database role has
+   * {@code USAGE} on the identity sequence of {@code "MessageQueueItem"."id"} (operations.md); otherwise, and always
+   * inside a caller's transaction, it is one insert statement.
    *
    * @return the message ids, in the order of {@code jsonPayloads}
    * @throws IllegalArgumentException for a null list, more than {@value #MAX_BATCH_SIZE} payloads, or any invalid
