@@ -2,6 +2,7 @@ package dev.msgqueue.bench;
 
 import dev.msgqueue.MsgQueueRepository;
 import dev.msgqueue.MsgQueueConfig;
+import dev.msgqueue.internal.publish.Publisher;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.file.Files;
@@ -39,7 +40,7 @@ final class BatchingScenario implements Scenario {
 
   @Override
   public int steps() {
-    return 3 * options.batchSizes().size();
+    return 4 * options.batchSizes().size();
   }
 
   @Override
@@ -53,8 +54,9 @@ final class BatchingScenario implements Scenario {
     Strategies.Message message = new Strategies.Message(
         PublishContentionScenario.HOT_QUEUE, BenchContext.PAYLOAD, PublishContentionScenario.MESSAGE_TTL);
     PgmqShape.create(database.control());
-    // The three statements in turn at each batch size, so that a noisy machine weighs on them alike.
+    // The four statements in turn at each batch size, so that a noisy machine weighs on them alike.
     List<ClosedLoopCell.Measurement> measured = new ArrayList<>();
+    List<ClosedLoopCell.Measurement> inserted = new ArrayList<>();
     List<ClosedLoopCell.Measurement> copied = new ArrayList<>();
     List<ClosedLoopCell.Measurement> pgmq = new ArrayList<>();
     for (int batchSize : options.batchSizes()) {
@@ -64,6 +66,13 @@ final class BatchingScenario implements Scenario {
       repository.bindQueue(message.queue());
       database.flushStatistics();
       measured.add(ClosedLoopCell.run(database, Strategies.msgqueueBatch(message, repository, batchSize), PUBLISHERS,
+          options.warmup(), options.cellDuration()));
+
+      context.step(String.format(Locale.ROOT, "batching: insert statement of %d", batchSize));
+      database.reset();
+      MsgQueueRepository.create(database.control(), config).bindQueue(message.queue());
+      database.flushStatistics();
+      inserted.add(ClosedLoopCell.run(database, Strategies.insertBatch(message, config, batchSize), PUBLISHERS,
           options.warmup(), options.cellDuration()));
 
       context.step(String.format(Locale.ROOT, "batching: COPY of %d", batchSize));
@@ -87,9 +96,10 @@ final class BatchingScenario implements Scenario {
       }
     }
     List<Row> rows = rows(measured, single);
+    List<Row> insertRows = rows(inserted, single);
     List<Row> copyRows = rows(copied, single);
     List<Row> pgmqRows = rows(pgmq, single);
-    return new BatchingResult(PUBLISHERS, rows, copyRows, pgmqRows);
+    return new BatchingResult(PUBLISHERS, rows, insertRows, copyRows, pgmqRows);
   }
 
   private List<Row> rows(List<ClosedLoopCell.Measurement> cells, double single) {
@@ -120,10 +130,13 @@ final class BatchingScenario implements Scenario {
 
   /**
    * @param rows {@code publishBatch} at each batch size
+   * @param insertRows the payloads checked and inserted by the one statement {@code publishBatch} runs below its COPY
+   *     size, at each batch size: what the COPY replaced at 100 and more
    * @param copyRows pgjdbc COPY of the same rows at each batch size (no ids, no heal), for comparison
    * @param pgmqRows the pgmq-shaped batch send at each batch size, into a table of pgmq's shape
    */
-  record BatchingResult(int publishers, List<Row> rows, List<Row> copyRows, List<Row> pgmqRows) implements Result {
+  record BatchingResult(
+      int publishers, List<Row> rows, List<Row> insertRows, List<Row> copyRows, List<Row> pgmqRows) implements Result {
     Row copyRow(int batchSize) {
       return copyRows.stream().filter(r -> r.batchSize() == batchSize).findFirst().orElse(null);
     }
@@ -141,13 +154,18 @@ final class BatchingScenario implements Scenario {
       for (Row r : rows) {
         printRow(out, "publishBatch", r);
       }
+      for (Row r : insertRows) {
+        printRow(out, "insert", r);
+      }
       for (Row r : copyRows) {
         printRow(out, "COPY", r);
       }
       for (Row r : pgmqRows) {
         printRow(out, "pgmq-shape", r);
       }
-      out.println("x batch1: messages/s relative to publishBatch of 1. COPY returns no ids and cannot heal."
+      out.println("x batch1: messages/s relative to publishBatch of 1. insert: publishBatch's payload check and its"
+          + " insert statement, which publishBatch uses below " + Publisher.COPY_MIN_BATCH + " messages and COPY from"
+          + " there on. COPY returns no ids and cannot heal."
           + " pgmq-shape: pgmq's send_batch statement shape on a table of its shape (no foreign key).");
     }
 
@@ -164,6 +182,9 @@ final class BatchingScenario implements Scenario {
           + "wal_bytes_per_message,speedup_over_single,failures");
       for (Row r : rows) {
         lines.add(csv("publishBatch", r));
+      }
+      for (Row r : insertRows) {
+        lines.add(csv("insert", r));
       }
       for (Row r : copyRows) {
         lines.add(csv("copy", r));

@@ -6,10 +6,13 @@ import static org.jooq.impl.DSL.name;
 import static org.jooq.impl.DSL.select;
 import static org.jooq.impl.DSL.val;
 
+import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.MsgQueueRepository;
 import dev.msgqueue.PublishOptions;
 import dev.msgqueue.QueueSpec;
 import dev.msgqueue.TransactionalQueue;
+import dev.msgqueue.internal.publish.Payloads;
+import dev.msgqueue.internal.sql.PublishStatements;
 import dev.msgqueue.jooq.tables.MessageQueue;
 import dev.msgqueue.jooq.tables.MessageQueueItem;
 import java.io.StringReader;
@@ -141,6 +144,19 @@ final class Strategies {
       TransactionalQueue onThisConnection = repository.inTransaction(ctx);
       return () -> onThisConnection.publishBatch(message.queue(), batch, options).size();
     });
+  }
+
+  /**
+   * What {@link MsgQueueRepository#publishBatch} runs in autocommit below its COPY size: the payload check, then one
+   * {@code INSERT ... SELECT ... FROM unnest(...)} of the batch ({@link PublishStatements#insertItems}), without the
+   * keep-alive, heal and wake-up around it. Beside publishBatch at 100 and more, it is what the COPY replaced.
+   */
+  static PublishStrategy insertBatch(Message message, MsgQueueConfig config, int batchSize) {
+    Payloads payloads = new Payloads(config.maxPayloadBytes());
+    List<String> batch = Collections.nCopies(batchSize, message.payload().data());
+    return strategy("insert-batch-" + batchSize, ctx -> () -> PublishStatements.insertItems(ctx,
+        message.queue().name(), payloads.validateAll(batch, MsgQueueRepository.MAX_BATCH_SIZE), Duration.ZERO,
+        message.ttl()).size());
   }
 
   /**

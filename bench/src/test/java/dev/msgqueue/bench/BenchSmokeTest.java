@@ -71,6 +71,9 @@ class BenchSmokeTest {
     JsonNode batching = report.path("scenarios").path("batching").path("rows");
     assertThat(batching).hasSize(4);
     batching.forEach(row -> assertThat(row.path("messages").asLong()).isPositive());
+    JsonNode inserted = report.path("scenarios").path("batching").path("insertRows");
+    assertThat(inserted).hasSize(4);
+    inserted.forEach(row -> assertThat(row.path("messages").asLong()).isPositive());
     JsonNode copied = report.path("scenarios").path("batching").path("copyRows");
     assertThat(copied).hasSize(4);
     copied.forEach(row -> assertThat(row.path("messages").asLong()).isPositive());
@@ -176,7 +179,7 @@ class BenchSmokeTest {
     assertThat(report.path("notRun")).isEmpty();
 
     assertWellFormedCsv(results.resolve("publish-contention.csv"), expected.size());
-    assertWellFormedCsv(results.resolve("batching.csv"), 12); // publishBatch, COPY and pgmq-shape at 4 sizes
+    assertWellFormedCsv(results.resolve("batching.csv"), 16); // publishBatch, insert, COPY and pgmq-shape at 4 sizes
     assertWellFormedCsv(results.resolve("reaper-race.csv"), ReaperRaceScenario.RUNS.size());
     assertWellFormedCsv(results.resolve(EndToEndScenario.ID + ".csv"), EndToEndScenario.RUNS.size());
 

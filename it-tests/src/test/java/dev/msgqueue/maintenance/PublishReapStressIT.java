@@ -6,12 +6,14 @@ import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.MsgQueueRepository;
 import dev.msgqueue.PublishOptions;
 import dev.msgqueue.QueueSpec;
+import dev.msgqueue.internal.publish.Publisher;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.QueueRows;
 import dev.msgqueue.it.TestDatabase;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -41,6 +43,7 @@ class PublishReapStressIT {
     MsgQueueRepository repository = MsgQueueRepository.create(db.dataSource(), config);
     QueueRows rows = new QueueRows(db.dsl());
     PublishOptions shortLived = PublishOptions.defaults().withTtl(Duration.ofMillis(150));
+    List<String> copied = Collections.nCopies(Publisher.COPY_MIN_BATCH, "{}");
     Instant begin = Instant.now();
     Instant end = begin.plus(RUN);
     AtomicInteger published = new AtomicInteger();
@@ -64,7 +67,11 @@ class PublishReapStressIT {
               Thread.sleep(25);
               continue;
             }
-            if (random.nextInt(4) == 0) {
+            int kind = random.nextInt(8);
+            if (kind == 0) {
+              repository.publishBatch(spec, copied, shortLived); // by COPY unless its keep-alive is due
+              published.addAndGet(copied.size());
+            } else if (kind < 3) {
               repository.publishBatch(spec, List.of("1", "2", "3"), shortLived);
               published.addAndGet(3);
             } else {
