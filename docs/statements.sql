@@ -471,10 +471,9 @@ from unnest(cast(
 
 -- PublishStatements.copyItems
 --   Copies the payloads into {@code queue} with the ids and times of {@code reserved}, the i-th payload under the i-th
---   smallest id, as {@link #insertItems} orders them: {@link #COPY_ITEMS}, in COPY's text format. COPY writes the
---   rows in multi-row WAL records and skips the statement's planning and the array the insert binds: 1,000 payloads
---   copied measured 0.97-1.0x a plain COPY of the same rows, an {@code INSERT ... SELECT ... unnest} 0.84-0.86x
---   (PostgreSQL 15, docs/benchmark.md). Its foreign-key checks fail it with 23503 if the queue is missing
+--   smallest id, as {@link #insertItems} orders them: {@link #COPY_ITEMS}, in COPY's text format, sent in chunks as
+--   it is written. COPY writes the rows in multi-row WAL records (500 WAL bytes per message against the insert's 550)
+--   and plans nothing. Its foreign-key checks fail it with 23503 if the queue is missing
 --   ({@link #isMissingQueue(SQLException)}).
 --   @return the number of rows copied
 COPY "MessageQueueItem" ("id", "payload", "readAfter", "expiresAt", "queueId") FROM STDIN;

@@ -68,9 +68,10 @@ public final class Publisher {
   /** How often a publish in a caller's transaction re-creates a reaped queue before healing inside the transaction. */
   static final int MAX_CREATE_ATTEMPTS = 3;
   /**
-   * The smallest batch published by COPY. Its three round trips (ids, rows, commit) against the insert's one: without
-   * payload checks, COPY ran 1.04-1.10x the insert at 100 payloads, 0.78-1.00x at 32 and 0.51-0.87x at 4 to 16
-   * (PostgreSQL 15, one connection, three interleaved rounds).
+   * The smallest batch published by COPY. Its three round trips (ids, rows, commit) against the insert's one: on one
+   * connection, without payload checks, the statements alone ran 1.04-1.10x the insert at 100 payloads, 0.78-1.00x at
+   * 32 and 0.51-0.87x at 4 to 16 (PostgreSQL 15, three interleaved rounds). In the benchmark, publishBatch of 100 by
+   * COPY runs at 0.94-1.11x the insert (docs/benchmark.md).
    */
   public static final int COPY_MIN_BATCH = 100;
   private static final Logger log = LoggerFactory.getLogger(Publisher.class);
