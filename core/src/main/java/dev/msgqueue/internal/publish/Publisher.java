@@ -57,12 +57,12 @@ import org.slf4j.LoggerFactory;
  * READ COMMITTED also heals inside itself (its snapshot could not see a row committed elsewhere).
  *
  * <h2>Batches by COPY</h2>
- * A batch of at least {@value #COPY_MIN_BATCH} payloads in autocommit, with no keep-alive due, goes by COPY in a short
- * transaction of its own ({@link PublishStatements#reserveItems}, then {@link PublishStatements#copyItems}): the same
- * rows, ids, times and locks as the insert, at the cost of a plain COPY. A missing queue fails the COPY with 23503 as
- * it fails the insert, and the heal follows as for the insert. The transaction needs {@code USAGE} on the item table's
- * identity sequence; without it (or on a connection that is not pgjdbc's) the first batch logs why and every batch
- * of this publisher is inserted instead.
+ * A batch of at least {@value #COPY_MIN_BATCH} payloads in autocommit, with no keep-alive due, goes by COPY in a
+ * short transaction of its own ({@link PublishStatements#reserveItems}, then {@link PublishStatements#copyItems}): the
+ * same rows, ids, times and locks as the insert, in COPY's multi-row WAL records. A missing queue fails the COPY with
+ * 23503 as it fails the insert, and the heal follows as for the insert. The transaction needs {@code USAGE} on the
+ * item table's identity sequence; without it (or on a connection that is not pgjdbc's) the first batch logs why and
+ * every batch of this publisher is inserted instead.
  */
 public final class Publisher {
   /** How often a publish in a caller's transaction re-creates a reaped queue before healing inside the transaction. */
