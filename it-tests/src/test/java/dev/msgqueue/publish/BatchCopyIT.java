@@ -204,7 +204,8 @@ class BatchCopyIT extends RepositoryFixture {
 
   @Test
   void aCopyWaitingPastTheStatementTimeoutFailsTypedAndWritesNothing() throws Exception {
-    MsgQueueConfig config = MsgQueueConfig.builder().statementTimeout(Duration.ofMillis(500)).lockTimeout(Duration.ofMillis(300)).build();
+    MsgQueueConfig config = MsgQueueConfig.builder()
+        .statementTimeout(Duration.ofMillis(500)).lockTimeout(Duration.ofMillis(300)).build();
     MsgQueueRepository onePooled = MsgQueueRepository.create(pool(1), config);
     QueueSpec spec = bound("held-row");
     try (Session holder = Session.open(db)) {

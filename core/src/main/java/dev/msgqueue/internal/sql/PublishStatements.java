@@ -221,9 +221,8 @@ public final class PublishStatements {
             utcNowPlus(ttl).cast(SQLDataType.VARCHAR),
             function("set_config", SQLDataType.VARCHAR, inline("statement_timeout"),
                 val(statementTimeout.toMillis() + "ms"), inline(true))));
-    // The ids come back as one array, read
-    // from the result set by pgjdbc: a row per id measured 1.1-1.3 ms per 1,000 in the client, and the array
-    // converted by jOOQ 0.4-0.5 ms more than by pgjdbc.
+    // The ids come back as one array, read from the result set by pgjdbc: a row per id measured 1.1-1.3 ms per 1,000
+    // in the client, and the array converted by jOOQ 0.4-0.5 ms more than by pgjdbc.
     ResultQuery<Record3<Long[], String, String>> query = tx.with(once)
         .select(array(select(function("nextval", SQLDataType.BIGINT, sequence)).from(generateSeries(1, count))),
             readAfter, expiresAt)
@@ -234,6 +233,10 @@ public final class PublishStatements {
     try (ResultSet row = query.fetchResultSet()) {
       row.next();
       Long[] drawn = (Long[]) row.getArray(1).getArray();
+      if (drawn.length != count || drawn[0] == null) {
+        throw new IllegalStateException("no identity sequence found for " + quoted(I.getName()) + "."
+            + quoted(I.ID.getName()) + " through the search path");
+      }
       for (int i = 0; i < count; i++) {
         ids[i] = drawn[i];
       }
@@ -244,7 +247,7 @@ public final class PublishStatements {
     return new Reservation(ids, readAfterText, expiresAtText);
   }
 
-  /** Whether {@code failure} is a missing privilege, as a role without USAGE on the sequence gets from {@link #reserveItems}. */
+  /** Whether {@code failure} is a missing privilege: {@link #reserveItems} without USAGE on the sequence. */
   public static boolean isInsufficientPrivilege(DataAccessException failure) {
     return INSUFFICIENT_PRIVILEGE.equals(failure.sqlState());
   }
