@@ -76,6 +76,13 @@ class BatchCopyIT extends RepositoryFixture {
     return closeLater(db.pool(size));
   }
 
+  /** A repository on a pool of its own whose every statement {@code statements} sees, with {@code spec} bound. */
+  private MsgQueueRepository watched(Statements statements, QueueSpec spec) {
+    MsgQueueRepository listened = listenedRepository(pool(2), statements, MsgQueueConfig.defaults());
+    listened.bindQueue(spec);
+    return listened;
+  }
+
   private static List<String> numbered(int count) {
     List<String> payloads = new ArrayList<>();
     for (int i = 0; i < count; i++) {
@@ -91,10 +98,9 @@ class BatchCopyIT extends RepositoryFixture {
   @Test
   void aCopiedBatchKeepsItsOrderTextAndTimes() {
     Statements statements = new Statements();
-    MsgQueueRepository copying = listenedRepository(pool(2), statements, MsgQueueConfig.defaults());
     // Quotes and a backslash in the name, and payloads with every character COPY's text format escapes.
     QueueSpec spec = QueueSpec.durable("tenant \\ \"42\"");
-    copying.bindQueue(spec);
+    MsgQueueRepository copying = watched(statements, spec);
     List<String> payloads = new ArrayList<>(numbered(BATCH));
     payloads.set(0, "{\"text\": \"back\\\\slash \\\"quoted\\\" tab\\t newline\\n\"}");
     payloads.set(1, "{\r\n\t\"spaced\": [1,\n 2]\r\n}");
@@ -128,9 +134,8 @@ class BatchCopyIT extends RepositoryFixture {
   @Test
   void aBatchBelowTheCopySizeIsInserted() {
     Statements statements = new Statements();
-    MsgQueueRepository copying = listenedRepository(pool(2), statements, MsgQueueConfig.defaults());
     QueueSpec spec = QueueSpec.durable("small-batch");
-    copying.bindQueue(spec);
+    MsgQueueRepository copying = watched(statements, spec);
 
     assertThat(copying.publishBatch(spec, numbered(BATCH - 1))).hasSize(BATCH - 1);
 
@@ -156,9 +161,8 @@ class BatchCopyIT extends RepositoryFixture {
   @Test
   void aQueueReapedBetweenTheIdsAndTheCopyHealsWithEveryMessage() {
     Statements statements = new Statements();
-    MsgQueueRepository copying = listenedRepository(pool(2), statements, MsgQueueConfig.defaults());
     QueueSpec spec = QueueSpec.autoDeleted("reaped-mid-copy");
-    copying.bindQueue(spec);
+    MsgQueueRepository copying = watched(statements, spec);
     boolean[] reaped = new boolean[1];
     statements.afterReserve = () -> {
       if (!reaped[0]) {
