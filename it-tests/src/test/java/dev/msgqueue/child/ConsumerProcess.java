@@ -25,7 +25,8 @@ import org.jooq.impl.DSL;
  * before the handler returns, hence before the subscriber acks. Its connections carry the consumer's name as
  * application_name.
  *
- * <p>Arguments: JDBC URL, queue name, consumer name, lease in milliseconds, handler time in milliseconds.
+ * <p>Arguments: JDBC URL, queue name, consumer name, lease in milliseconds, handler time in milliseconds, ack delay in
+ * milliseconds.
  */
 public final class ConsumerProcess {
   public static final String LEDGER = "consumerLedger";
@@ -38,6 +39,7 @@ public final class ConsumerProcess {
     String consumer = args[2];
     Duration lease = Duration.ofMillis(Long.parseLong(args[3]));
     long handlerMillis = Long.parseLong(args[4]);
+    Duration ackDelay = Duration.ofMillis(Long.parseLong(args[5]));
 
     HikariConfig poolConfig = new HikariConfig();
     poolConfig.setJdbcUrl(url);
@@ -63,6 +65,7 @@ public final class ConsumerProcess {
         .lease(lease)
         .concurrency(4)
         .batchSize(8)
+        .ackDelay(ackDelay)
         .pollInterval(Duration.ofMillis(200))
         .wakeups(listener)
         .start();
