@@ -120,24 +120,13 @@ class ReaperInterleavingsIT {
 
     // Outside a transaction the fast path is the plain insert: its foreign-key check waits, then fails with 23503.
     CompletableFuture<Long> publish = CompletableFuture.supplyAsync(() -> repository.publish(spec, "{}"));
-    awaitSomeBackendWaitingOnLock();
+    db.awaitSomeBackendWaitingOnLock();
     assertThat(MaintenanceStatements.deleteEmptyQueues(reaperSession.dsl(), locked))
         .containsExactly("case-c-autocommit");
     reaperSession.commit();
     long id = publish.get(20, TimeUnit.SECONDS);
 
     assertReadableFromItsQueue(id, "case-c-autocommit");
-  }
-
-  private void awaitSomeBackendWaitingOnLock() throws InterruptedException {
-    for (int i = 0; i < 2_000; i++) {
-      if (db.dsl().fetchCount(DSL.table(DSL.name("pg_catalog", "pg_stat_activity")),
-          DSL.field(DSL.name("datname")).eq(db.name()).and(DSL.field(DSL.name("wait_event_type")).eq("Lock"))) > 0) {
-        return;
-      }
-      Thread.sleep(10);
-    }
-    throw new AssertionError("no publish ever waited for the reaper's lock");
   }
 
   @Test

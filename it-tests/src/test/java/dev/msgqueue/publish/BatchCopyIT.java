@@ -191,7 +191,7 @@ class BatchCopyIT extends RepositoryFixture {
       // The reaper's order: lock the idle queue's row, then delete it.
       reaper.dsl().selectFrom(MESSAGE_QUEUE).where(MESSAGE_QUEUE.NAME.eq(spec.name())).forUpdate().fetch();
       Future<List<Long>> published = publisher.submit(() -> repository.publishBatch(spec, numbered(BATCH)));
-      awaitABackendWaitingOnALock();
+      db.awaitSomeBackendWaitingOnLock();
       reaper.dsl().deleteFrom(MESSAGE_QUEUE).where(MESSAGE_QUEUE.NAME.eq(spec.name())).execute();
       reaper.commit();
 
@@ -273,21 +273,5 @@ class BatchCopyIT extends RepositoryFixture {
     } finally {
       pool.shutdownNow();
     }
-  }
-
-  private void awaitABackendWaitingOnALock() throws InterruptedException {
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-    while (System.nanoTime() < deadline) {
-      Integer waiting = db.dsl().selectCount()
-          .from(DSL.table(DSL.name("pg_catalog", "pg_stat_activity")))
-          .where(DSL.field(DSL.name("datname")).eq(db.name()))
-          .and(DSL.field(DSL.name("wait_event_type")).eq("Lock"))
-          .fetchSingle().value1();
-      if (waiting > 0) {
-        return;
-      }
-      Thread.sleep(10);
-    }
-    throw new AssertionError("the publish never waited on a lock");
   }
 }

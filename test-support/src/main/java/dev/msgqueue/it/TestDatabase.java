@@ -6,9 +6,11 @@ import java.sql.Connection;
 import java.sql.SQLException;
 import java.util.Locale;
 import java.util.UUID;
+import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
 import org.jooq.DSLContext;
 import org.jooq.SQLDialect;
+import org.jooq.Table;
 import org.jooq.impl.DSL;
 import org.postgresql.ds.PGSimpleDataSource;
 
@@ -111,6 +113,23 @@ public final class TestDatabase implements AutoCloseable {
     config.setMinimumIdle(0);
     config.setPoolName("test-" + name);
     return new HikariDataSource(config);
+  }
+
+  /**
+   * Waits until some backend of this database waits for a lock (as {@code pg_stat_activity} shows it), for tests that
+   * hold a lock and need the statement they started on another thread to be blocked on it before they go on.
+   */
+  public void awaitSomeBackendWaitingOnLock() throws InterruptedException {
+    Table<?> activity = DSL.table(DSL.name("pg_catalog", "pg_stat_activity"));
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
+    while (System.nanoTime() < deadline) {
+      if (dsl().fetchCount(activity, DSL.field(DSL.name("datname")).eq(name)
+          .and(DSL.field(DSL.name("wait_event_type")).eq("Lock"))) > 0) {
+        return;
+      }
+      Thread.sleep(10);
+    }
+    throw new AssertionError("no backend of " + name + " ever waited on a lock");
   }
 
   /** A new, unpooled connection (autocommit on); the caller closes it. */
