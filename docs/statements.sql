@@ -474,7 +474,7 @@ from unnest(cast(
 --   smallest id, as {@link #insertItems} orders them: {@link #COPY_ITEMS}, in COPY's text format, sent in chunks as
 --   it is written. COPY writes the rows in multi-row WAL records (500 WAL bytes per message against the insert's 550)
 --   and plans nothing. Its foreign-key checks fail it with 23503 if the queue is missing
---   ({@link #isMissingQueue(SQLException)}).
+--   ({@link #isMissingQueue}).
 --   @return the number of rows copied
 COPY "MessageQueueItem" ("id", "payload", "readAfter", "expiresAt", "queueId") FROM STDIN;
 

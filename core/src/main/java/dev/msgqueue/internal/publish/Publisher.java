@@ -263,12 +263,12 @@ public final class Publisher {
         throw e;
       } catch (SQLException e) {
         rollbackAfterFailure(connection, e);
-        if (PublishStatements.isMissingQueue(e)) {
+        DataAccessException failure =
+            new DataAccessException("COPY of " + payloads.size() + " messages failed: " + e.getMessage(), e);
+        if (PublishStatements.isMissingQueue(failure)) {
           return List.<Long>of();
         }
-        throw FailureTranslation.translate(
-            new DataAccessException("COPY of " + payloads.size() + " messages failed: " + e.getMessage(), e),
-            PublishStatements.COPY_ITEMS);
+        throw FailureTranslation.translate(failure, PublishStatements.COPY_ITEMS);
       } catch (RuntimeException | Error e) {
         rollbackAfterFailure(connection, e);
         throw e;

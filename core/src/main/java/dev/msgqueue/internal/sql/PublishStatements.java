@@ -252,17 +252,12 @@ public final class PublishStatements {
     return INSUFFICIENT_PRIVILEGE.equals(failure.sqlState());
   }
 
-  /** Whether {@code failure} of {@link #copyItems} is the foreign-key violation of a missing queue. */
-  public static boolean isMissingQueue(SQLException failure) {
-    return FOREIGN_KEY_VIOLATION.equals(failure.getSQLState());
-  }
-
   /**
    * Copies the payloads into {@code queue} with the ids and times of {@code reserved}, the i-th payload under the i-th
    * smallest id, as {@link #insertItems} orders them: {@link #COPY_ITEMS}, in COPY's text format, sent in chunks as
    * it is written. COPY writes the rows in multi-row WAL records (500 WAL bytes per message against the insert's 550)
    * and plans nothing. Its foreign-key checks fail it with 23503 if the queue is missing
-   * ({@link #isMissingQueue(SQLException)}).
+   * ({@link #isMissingQueue}).
    *
    * @return the number of rows copied
    */
