@@ -315,6 +315,93 @@ where (
 )
 returning "MessageQueueItem"."id";
 
+-- ClaimStatements.releaseTaken
+--   Puts taken items that no handler started back into {@code queue}: under their own ids (so they keep their place,
+--   lowest id first), PENDING, claimable at once, with the expiry they were taken with. A second release of the same
+--   item (a retry after a connection failure whose commit did in fact happen) inserts nothing: {@code ON CONFLICT DO
+--   NOTHING} on the primary key.
+--   <p>Plain SQL around typed names and fields because jOOQ cannot render {@code OVERRIDING SYSTEM VALUE}, which an
+--   insert of an explicit value into the {@code GENERATED ALWAYS} identity needs. The three arrays are zipped with
+--   PostgreSQL's multi-array {@code unnest}, as the receipts are. The foreign key takes KEY SHARE on the queue row as
+--   a publish's does; a missing queue fails with 23503.
+--   @param payloads the payloads' JSON text, in the order of {@code ids}
+--   @param expiresAtMillis the items' {@code "expiresAt"} in {@link ServerTime#epochMillis(Field) milliseconds}
+--   @return the ids put back (those not there already)
+insert into "MessageQueueItem" ("id", "payload", "readAfter", "expiresAt", "queueId") overriding system value select "taken"."id", cast("taken"."payload" as jsonb), date_trunc(
+  'milliseconds',
+  timezone(
+    'UTC',
+    cast(
+      current_timestamp
+      as timestamp with time zone
+    )
+  )
+), (timestamp '1970-01-01 00:00:00.0' + (cast(interval '0 years 0 mons 0 days 0 hours 0 mins 0.001 secs' as interval day to second) * "taken"."millis")), $1 from unnest(cast(
+  $2
+  as bigint[]
+), cast(
+  $3
+  as text[]
+), cast(
+  $4
+  as bigint[]
+)) as taken (id, payload, millis) on conflict ("id") do nothing returning "id";
+
+-- ClaimStatements.take
+--   Takes up to {@code max} PENDING items of {@code queue}, lowest id first: deletes them and returns them with their
+--   {@code "expiresAt"} as the receipt deadline (what {@link #releaseTaken} writes back). The Subscriber's default mode (at
+--   most once): a taken item can never be delivered again, so it needs no ack, and a crash loses it just as it loses
+--   an ASSIGNED item that nobody acks.
+--   <p>Shape: {@code DELETE ... WHERE id = ANY(ARRAY(SELECT id ... ORDER BY id LIMIT n FOR UPDATE SKIP LOCKED))
+--   RETURNING id, payload, "expiresAt"}, the claim's row search with the claim's condition, and a delete instead of
+--   the update. Why: the claim's update sets {@code status} and {@code "readAfter"}, both in the production expiry
+--   index, so it writes a new row version and three index entries per message, and the ack then deletes it; a delete
+--   writes no index entry. pgbench, PostgreSQL 15, 100,000 items of one queue, batches of 100, two rounds: take
+--   171,207-172,399 msg/s at one client and 235,989-239,576 at four, against 48,712-48,735 and 73,907-76,384 for the
+--   claim with its ack (docs/benchmark.md). The limit is inlined, as in {@link #claim}.
+--   @return the taken messages, in no particular order
+delete from "MessageQueueItem"
+where "MessageQueueItem"."id" = any (
+  array(
+    select "claimable"."id"
+    from "MessageQueueItem" as "claimable"
+    where (
+      "claimable"."queueId" = $1
+      and "claimable"."readAfter" <= date_trunc(
+        'milliseconds',
+        timezone(
+          'UTC',
+          cast(
+            current_timestamp
+            as timestamp with time zone
+          )
+        )
+      )
+      and "claimable"."expiresAt" > date_trunc(
+        'milliseconds',
+        timezone(
+          'UTC',
+          cast(
+            current_timestamp
+            as timestamp with time zone
+          )
+        )
+      )
+      and "claimable"."status" = cast('PENDING' as "MessageQueueItemStatus")
+    )
+    order by "claimable"."id"
+    fetch next 2 rows only
+    for update skip locked
+  )
+)
+returning 
+  "MessageQueueItem"."id",
+  "MessageQueueItem"."payload",
+  cast(
+    (extract(epoch from "MessageQueueItem"."expiresAt") * 1000)
+    as bigint
+  );
+
 -- MaintenanceStatements.cleanUpExpiredMessages
 --   Deletes up to {@code limit} expired messages (orphans with a NULL queue included). Locks: FOR UPDATE SKIP LOCKED
 --   on the message rows, so rows a consumer holds (a claim, ack or release in flight) are skipped, never waited for; no

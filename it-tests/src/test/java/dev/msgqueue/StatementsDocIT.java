@@ -41,8 +41,8 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * Renders every statement msgqueue runs into {@code docs/statements.sql}, each under the Javadoc (with its locks) of
  * the method that defines it, parameters as {@code $n} as in a generic plan, and fails when the committed file differs.
  * The statements are captured while the API runs every path once against PostgreSQL (publish in autocommit and in a
- * transaction, heal, keep-alive, claim in both modes, ack, release, release, lease extension, retries, dead letters,
- * statistics, the reaper, the cleanup and a housekeeper tick), so the file is what actually runs, not a copy.
+ * transaction, heal, keep-alive, claim in both modes, the default-mode take and its release, ack, release, release,
+ * lease extension, retries, dead letters, statistics, the reaper, the cleanup and a housekeeper tick), so the file is what actually runs, not a copy.
  */
 @ExtendWith(MsgQueueDatabaseExtension.class)
 class StatementsDocIT {
@@ -122,6 +122,11 @@ class StatementsDocIT {
     queues.ack(plain.get(0));
     Consumption consumption = new Consumption(queues.context());
     consumption.ack("orders", ClaimedMessage.receipts(List.of(plain.get(1))));
+    // The default-mode Subscriber's claim, which deletes what it takes, and the release of what it took unstarted.
+    List<ClaimedMessage> taken = consumption.take("orders", 2,
+        (receipt, payload) -> new ClaimedMessage("orders", payload, receipt));
+    consumption.releaseTaken("orders", ClaimedMessage.receipts(taken),
+        taken.stream().map(ClaimedMessage::payload).toList());
     List<ClaimedMessage> leased = queues.claim("orders", 6, Duration.ofMinutes(5));
     queues.release(leased.get(0), Duration.ZERO);
     consumption.release(ClaimedMessage.receipts(List.of(leased.get(1))));

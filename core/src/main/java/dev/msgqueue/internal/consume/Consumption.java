@@ -5,6 +5,7 @@ import dev.msgqueue.RetryPolicy;
 import dev.msgqueue.internal.sql.ClaimStatements;
 import dev.msgqueue.internal.sql.QueueStatements;
 import dev.msgqueue.internal.sql.Receipt;
+import dev.msgqueue.internal.sql.ServerTime;
 import dev.msgqueue.internal.sql.SessionSettings;
 import dev.msgqueue.internal.support.QueueContext;
 import java.time.Duration;
@@ -15,9 +16,9 @@ import java.util.Set;
 import java.util.function.Function;
 
 /**
- * What a subscriber does beyond the public API, on the repository's context: acks that only count, batched releases
- * of messages it never started, the redelivery count after a lease-mode claim, and the re-creation of a missing queue
- * with a bounded lock wait.
+ * What a subscriber does beyond the public API, on the repository's context: the default mode's take and the release
+ * of what it took but never started, acks that only count, batched releases of messages it never started, the
+ * redelivery count after a lease-mode claim, and the re-creation of a missing queue with a bounded lock wait.
  */
 public final class Consumption {
   private final QueueContext context;
@@ -39,6 +40,43 @@ public final class Consumption {
     int deleted = ClaimStatements.ackCount(context.statements(), receipts);
     context.report().acked(queue, deleted, System.nanoTime() - start);
     return deleted;
+  }
+
+  /**
+   * Takes (deletes and returns) up to {@code max} PENDING messages of {@code queue}, lowest id first: the default
+   * mode's claim, which needs no ack ({@link ClaimStatements#take}). Reported as a claim.
+   *
+   * @return the taken messages, in no particular order, each under a receipt whose deadline is its expiry
+   */
+  public <T> List<T> take(String queue, int max, ClaimStatements.ClaimedRow<T> row) {
+    long start = System.nanoTime();
+    List<T> taken = ClaimStatements.take(context.statements(), queue, max, row);
+    context.report().claimed(queue, taken.size(), System.nanoTime() - start);
+    return taken;
+  }
+
+  /**
+   * Puts taken messages that no handler started back into {@code queue} under their ids, PENDING and claimable at
+   * once, with their expiry ({@link ClaimStatements#releaseTaken}).
+   *
+   * @param receipts the taken messages' receipts (a take's receipt deadline is the message's expiry)
+   * @param payloads their payloads' JSON text, in the same order
+   * @return the ids put back, in order
+   */
+  public List<Long> releaseTaken(String queue, List<Receipt> receipts, List<String> payloads) {
+    if (receipts.isEmpty()) {
+      return List.of();
+    }
+    Long[] ids = new Long[receipts.size()];
+    Long[] expiries = new Long[receipts.size()];
+    for (int i = 0; i < ids.length; i++) {
+      ids[i] = receipts.get(i).id();
+      expiries[i] = ServerTime.epochMillis(receipts.get(i).deadline());
+    }
+    List<Long> released = new ArrayList<>(
+        ClaimStatements.releaseTaken(context.statements(), queue, ids, payloads.toArray(String[]::new), expiries));
+    Collections.sort(released);
+    return released;
   }
 
   /** Releases claimed, unstarted messages, claimable at once. @return the ids released, in order */
