@@ -18,10 +18,11 @@ import java.time.Duration;
  *       batch fits, and while claims find full batches several run at once (up to four, each on its own connection,
  *       as far as the room allows), so quick handlers drain at the claims' overlapped rate; while messages wait, a
  *       claim is sent only when a whole batch fits and less than a batch waits or is on its way, so busy handlers
- *       keep one to two batches ahead of them rather than the whole prefetch. While more than a batch of handled
- *       messages waits for its ack, no claim is sent: those rows stay ASSIGNED until acked, and every claim reads past
- *       them. Claims go out again at once while they find messages, then after a wake-up, after room frees or an ack
- *       catches up, or at the next poll. After the start and after claims that found messages, the first empty claim is
+ *       keep one to two batches ahead of them rather than the whole prefetch. In the default mode a claim takes
+ *       its messages: it deletes them as it returns them. In lease mode, while more than a batch of handled
+ *       messages waits for its ack, no claim is sent: those rows stay ASSIGNED until acked, and every claim reads
+ *       past them. Claims go out again at once while they find messages, then after a wake-up, after room frees or
+ *       an ack catches up, or at the next poll. After the start and after claims that found messages, the first empty claim is
  *       followed by others after 1, 2, 4, ... ms up to the poll interval, since publishers commit in groups. While
  *       the {@link WakeupListener} is connected the idle poll interval doubles after each empty poll, up to
  *       {@link Builder#maxIdlePollInterval} (30 s by default, or the poll interval if longer); it returns to the poll interval when a claim finds messages or the listener
@@ -33,30 +34,32 @@ import java.time.Duration;
  *       {@code msgqueue-consume-*}), started when needed and stopped when the last subscriber closes. Handlers run
  *       on up to {@code concurrency} threads of the subscriber ({@code msgqueue-handler-<queue>-*}), started while
  *       messages wait and ended after 10 s without work: an idle subscriber holds no thread of its own.</li>
- *   <li><b>Acks.</b> A handler that returns has its message acked together with the others that finished about
- *       then: receipt-checked statements of at most {@code batchSize} receipts each, when {@code batchSize} acks are
- *       pending, {@code ackDelay} after the first pending one, and on close; a backlog is several statements (up to
+ *   <li><b>Acks (lease mode).</b> In the default mode the claim took the message, so a handler that returns has
+ *       settled it. In lease mode a handler that returns has its message acked together with the others that
+ *       finished about then: receipt-checked statements of at most {@code batchSize} receipts each, when
+ *       {@code batchSize} acks are pending, {@code ackDelay} after the first pending one, and on close; a backlog
+ *       is several statements (up to
  *       four at once). A receipt that no longer matches (its lease ran out and another claim took it) deletes nothing,
  *       while the rest of the batch is deleted. An ack statement that fails is tried again after 50, 100, 200 and
- *       400 ms; if its fifth attempt fails too, its messages are released to the queue (PENDING, delivered again,
- *       in either mode) rather than left ASSIGNED, and the release is itself tried up to five times, a second apart
- *       at most. Only if all of that fails do they stay ASSIGNED until they expire (lease mode: redelivered after the
- *       lease), logged as an error.</li>
+ *       400 ms; if its fifth attempt fails too, its messages are released to the queue (PENDING, delivered again)
+ *       rather than left ASSIGNED, and the release is itself tried up to five times, a second apart at most. Only if
+ *       all of that fails are they redelivered after the lease, logged as an error.</li>
  *   <li><b>Failures.</b> A handler that throws leaves its message to the mode: in lease mode it is redelivered after
- *       the lease; in the default mode it stays ASSIGNED until it expires (at-most-once). Neither blocks others.</li>
+ *       the lease; in the default mode its claim took it, so it is not delivered again (at-most-once). Neither blocks
+ *       others.</li>
  *   <li><b>Lease mode.</b> The lease of each running handler is renewed (in statements of at most {@code batchSize})
  *       whenever less than half of it remains, for up to {@code maxHandlerTime} from the handler's start; after that
  *       its message is redelivered when the lease runs out. A buffered message starts only while at least half its
  *       lease remains; otherwise it is released to the queue unstarted, so waiting in the buffer never causes a
  *       second delivery.</li>
  *   <li><b>What a crash can lose (default mode).</b> At most {@code concurrency + prefetch} messages (with the
- *       defaults 8 + 200): those running and those claimed but not started. They stay ASSIGNED until they expire.
- *       Lease mode loses nothing.</li>
+ *       defaults 8 + 200): those running and those claimed but not started. Lease mode loses nothing.</li>
  *   <li><b>Queue.</b> {@link Builder#start()} binds the queue; while running it keeps the queue alive every
  *       {@link MsgQueueConfig#keepAliveInterval()}, so an auto-deleted queue with a live subscriber is never reaped.
  *       If the keep-alive finds the queue row busy (another transaction is writing it), the queue exists and nothing
  *       more is done; only a missing queue is re-created, with a bounded lock wait. Claims and acks never lock the
- *       queue row.</li>
+ *       queue row. Closing puts the messages a default-mode claim took and no handler started back under their ids,
+ *       PENDING and claimable at once, binding the queue again if it went missing meanwhile.</li>
  *   <li><b>Wake-ups.</b> With a {@link WakeupListener}, a publish wakes the subscriber at once; it also claims once
  *       more {@link MsgQueueConfig#wakeupWindow()} later, for messages whose notification was coalesced away.</li>
  * </ul>
@@ -131,8 +134,8 @@ public final class Subscriber implements AutoCloseable {
    * Stops claiming, waits for the claims already sent (their messages are released unstarted), releases the
    * buffered (claimed, not started) messages to the queue, lets the running handlers finish, flushes their acks, then
    * returns; waits at most {@code timeout} for the claims and handlers. Handlers still running then are interrupted
-   * and not acked: in lease mode they are redelivered after their lease; in the default mode they stay ASSIGNED until
-   * they expire. A claim still in the database then releases its messages when it returns. Do not call it from a
+   * and not acked: in lease mode they are redelivered after their lease; in the default mode they are lost (their
+   * claim took them). A claim still in the database then releases its messages when it returns. Do not call it from a
    * handler: it would wait for that handler to finish, that is for the whole timeout.
    *
    * @param timeout zero or positive, at most {@link #MAX_CLOSE_TIMEOUT}

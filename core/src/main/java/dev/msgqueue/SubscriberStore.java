@@ -3,12 +3,19 @@ package dev.msgqueue;
 import dev.msgqueue.internal.consume.ConsumerStore;
 import dev.msgqueue.internal.consume.Consumption;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
+import org.jooq.exception.DataAccessException;
 
-/** The one place the consuming pipeline reaches the repository: one queue, in one mode, through its statements. */
+/**
+ * The one place the consuming pipeline reaches the repository: one queue, in one mode, through its statements. In the
+ * default mode a claim takes the messages (deletes them as it returns them) and a release puts them back; in lease
+ * mode a claim marks them ASSIGNED under a lease, an ack deletes them and a release makes them PENDING again.
+ */
 final class SubscriberStore implements ConsumerStore {
   /** The longest a re-creating bind of a missing queue waits for a lock before trying again next interval. */
   private static final Duration BIND_LOCK_WAIT = Duration.ofSeconds(1);
+  private static final String FOREIGN_KEY_VIOLATION = "23503";
 
   private final MsgQueueRepository repository;
   private final Consumption consumption;
@@ -36,7 +43,11 @@ final class SubscriberStore implements ConsumerStore {
 
   @Override
   public List<ClaimedMessage> claim(int max) {
-    return lease == null ? repository.claim(queue.name(), max) : repository.claim(queue.name(), max, lease);
+    if (lease != null) {
+      return repository.claim(queue.name(), max, lease);
+    }
+    return consumption.take(queue.name(), max,
+        (receipt, payload) -> new ClaimedMessage(queue.name(), payload, receipt));
   }
 
   @Override
@@ -51,7 +62,22 @@ final class SubscriberStore implements ConsumerStore {
 
   @Override
   public List<Long> release(List<ClaimedMessage> receipts) {
-    return consumption.release(ClaimedMessage.receipts(receipts));
+    if (lease != null) {
+      return consumption.release(ClaimedMessage.receipts(receipts));
+    }
+    List<String> payloads = new ArrayList<>(receipts.size());
+    receipts.forEach(message -> payloads.add(message.payload()));
+    try {
+      return consumption.releaseTaken(queue.name(), ClaimedMessage.receipts(receipts), payloads);
+    } catch (DataAccessException e) {
+      if (!FOREIGN_KEY_VIOLATION.equals(e.sqlState())) {
+        throw e;
+      }
+      // The queue row is gone (deleted by hand, or reaped while this subscriber was closing): bind it again, then
+      // put the messages back.
+      repository.bindQueue(queue);
+      return consumption.releaseTaken(queue.name(), ClaimedMessage.receipts(receipts), payloads);
+    }
   }
 
   @Override

@@ -38,7 +38,8 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * one that fails (cancelled at the statement timeout while another transaction holds its rows, or its connection
  * terminated) is retried or its messages released, never left ASSIGNED. Every ack and release statement is seen
  * by a jOOQ listener on the repository's own context, which counts the receipts it carries (the length of its id
- * array) and can make it fail for real before it runs.
+ * array) and can make it fail for real before it runs. The subscribers run in lease mode: the default mode's claims
+ * take their messages, so it writes no ack statement (SubscriberPipelineIT asserts that).
  */
 @ExtendWith(MsgQueueDatabaseExtension.class)
 class SubscriberAckBoundsIT {
@@ -46,6 +47,8 @@ class SubscriberAckBoundsIT {
   private static final long AWAIT_SECONDS = 120;
   private static final Duration POLL = Duration.ofMillis(50);
   private static final Duration STATEMENT_TIMEOUT = Duration.ofMillis(300);
+  /** Longer than any test: a message comes back only by a release, never by a lease running out. */
+  private static final Duration LEASE = Duration.ofMinutes(10);
 
   private final TestDatabase db;
   private final HikariDataSource pool;
@@ -89,7 +92,7 @@ class SubscriberAckBoundsIT {
     Subscriber subscriber = started(Subscriber.builder(repository, spec, message -> {
       handled.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet();
       allHandled.countDown();
-    }).concurrency(4).batchSize(25).pollInterval(POLL));
+    }).concurrency(4).batchSize(25).pollInterval(POLL).lease(LEASE));
 
     await("every message acked", () -> itemsOf(spec) == 0);
     subscriber.close();
@@ -114,7 +117,7 @@ class SubscriberAckBoundsIT {
       await("close() called", () -> subscriber.get().isClosing());
     };
     subscriber.set(Subscriber.builder(repository, spec, message -> allHandled.countDown())
-        .concurrency(4).batchSize(10).ackDelay(Duration.ofSeconds(1)).pollInterval(POLL).start());
+        .concurrency(4).batchSize(10).ackDelay(Duration.ofSeconds(1)).pollInterval(POLL).lease(LEASE).start());
     assertThat(allHandled.await(AWAIT_SECONDS, TimeUnit.SECONDS)).isTrue();
     assertThat(subscriber.get().close(Duration.ofSeconds(30))).isTrue();
 
@@ -154,7 +157,7 @@ class SubscriberAckBoundsIT {
       subscriber.set(Subscriber.builder(repository, spec, message -> {
         handled.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet();
         allHandled.countDown();
-      }).concurrency(2).batchSize(20).ackDelay(Duration.ofSeconds(1)).pollInterval(POLL).start());
+      }).concurrency(2).batchSize(20).ackDelay(Duration.ofSeconds(1)).pollInterval(POLL).lease(LEASE).start());
       toClose.add(subscriber.get());
       assertThat(allHandled.await(AWAIT_SECONDS, TimeUnit.SECONDS)).isTrue();
       assertThat(CompletableFuture.supplyAsync(() -> subscriber.get().close(Duration.ofSeconds(30)))
@@ -177,7 +180,7 @@ class SubscriberAckBoundsIT {
     assertThat(statements.targetFailures.get()).isEqualTo(5);
     List<Long> target = statements.targetIds();
     assertThat(statements.releaseSizes).containsExactly(target.size());
-    // Handed back, so delivered once more (default mode's at most once holds per claim), then acked.
+    // Handed back, so delivered once more, then acked.
     assertThat(handled.keySet()).containsExactlyInAnyOrderElementsOf(ids);
     handled.forEach((id, count) -> assertThat(count.get()).as("deliveries of %s", id)
         .isEqualTo(target.contains(id) ? 2 : 1));
@@ -236,7 +239,7 @@ class SubscriberAckBoundsIT {
     Map<Long, AtomicInteger> handled = new ConcurrentHashMap<>();
     Subscriber subscriber = started(settings.apply(Subscriber.builder(repository, spec,
         message -> handled.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet())
-        .pollInterval(POLL)));
+        .pollInterval(POLL).lease(LEASE)));
     await("every message acked", () -> itemsOf(spec) == 0);
     subscriber.close();
     return handled;

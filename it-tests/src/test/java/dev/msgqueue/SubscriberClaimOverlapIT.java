@@ -30,7 +30,7 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * Claims that overlap when the {@link Subscriber}'s prefetch leaves room for several (here four batches): quick handlers get a second claim in flight
  * while the first is still in the database, within the room ({@code concurrency + prefetch}); busy handlers get a
  * batch or two ahead of them, not the whole prefetch. A jOOQ listener on the repository's context holds a claim
- * statement after it ran (its rows ASSIGNED, its result not yet returned), so each interleaving is forced, not timed.
+ * statement after it ran (its rows taken, its result not yet returned), so each interleaving is forced, not timed.
  */
 @ExtendWith(MsgQueueDatabaseExtension.class)
 class SubscriberClaimOverlapIT {
@@ -39,6 +39,7 @@ class SubscriberClaimOverlapIT {
   private static final Duration POLL = Duration.ofMillis(50);
   private static final int BATCH = 10;
   private static final int PREFETCH = 4 * BATCH;
+  private static final int OVERLAP_MESSAGES = 200;
 
   private final HikariDataSource pool;
   private final QueueRows rows;
@@ -74,7 +75,7 @@ class SubscriberClaimOverlapIT {
   @Test
   void quickHandlersGetASecondClaimWhileTheFirstIsInTheDatabaseWithinTheRoom() {
     QueueSpec spec = QueueSpec.durable("overlap");
-    List<Long> ids = publish(spec, 200);
+    List<Long> ids = publish(spec, OVERLAP_MESSAGES);
     Map<Long, AtomicInteger> handled = new ConcurrentHashMap<>();
     // The second claim (the first after a full one) is held after its statement ran until a third one has run too:
     // with one claim at a time the third is never sent and this waits forever.
@@ -87,7 +88,7 @@ class SubscriberClaimOverlapIT {
 
     await("every message acked", () -> itemsOf(spec) == 0);
     assertThat(claims.mostInFlight.get()).isBetween(2, PREFETCH / BATCH);
-    assertThat(claims.assignedWhenThirdRan).isGreaterThanOrEqualTo(2 * BATCH); // the held claim's and the third's
+    assertThat(claims.claimedWhenThirdRan).isGreaterThanOrEqualTo(2 * BATCH); // the held claim's and the third's
     assertThat(subscriber.mostHeld()).isBetween(2 * BATCH, room);
     assertThat(handled.keySet()).containsExactlyInAnyOrderElementsOf(ids);
     assertThat(handled.values()).allSatisfy(count -> assertThat(count.get()).isOne());
@@ -112,8 +113,8 @@ class SubscriberClaimOverlapIT {
     // more; eighteen waiting then, and no wake-up or poll claims past that although the room (42) has space.
     await("the handlers running", () -> running.get() == 2);
     subscriber.wake();
-    await("a second batch claimed", () -> assignedOf(spec) == 2 * BATCH);
-    // The rows are ASSIGNED once the claim commits, before the subscriber has read its result and counted the round.
+    await("a second batch claimed", () -> claimedOf(spec, ids) == 2 * BATCH);
+    // The rows are taken once the claim commits, before the subscriber has read its result and counted the round.
     await("the second claim returned", () -> subscriber.claimRounds() >= 2);
     long claimsWhenAhead = subscriber.claimRounds();
     for (int i = 0; i < 5; i++) {
@@ -121,7 +122,7 @@ class SubscriberClaimOverlapIT {
     }
     Thread.sleep(POLL.toMillis() * 4); // not a timing assertion: a claim sent meanwhile would only fail it
     assertThat(subscriber.claimRounds()).isEqualTo(claimsWhenAhead);
-    assertThat(assignedOf(spec)).isEqualTo(2 * BATCH);
+    assertThat(claimedOf(spec, ids)).isEqualTo(2 * BATCH);
 
     // Once less than a batch waits (with none on its way) the next claim goes out: by the tenth handler's end at the
     // latest (the ninth may end before the next message is taken off the buffer). Held at most: the running
@@ -150,9 +151,11 @@ class SubscriberClaimOverlapIT {
       }
     });
     // One handler, one ack statement at a time (no more than the handlers): while the first ack is held, the handled
-    // messages behind it pile up unwritten, and once more than a batch is unwritten no claim is sent.
+    // messages behind it pile up unwritten, and once more than a batch is unwritten no claim is sent. Lease mode: the
+    // default mode's claims take their messages, so it writes no acks.
     Subscriber subscriber = started(Subscriber.builder(repository, spec, counting(handled))
-        .concurrency(1).batchSize(BATCH).prefetch(PREFETCH).ackDelay(Duration.ZERO).pollInterval(POLL));
+        .concurrency(1).batchSize(BATCH).prefetch(PREFETCH).ackDelay(Duration.ZERO).pollInterval(POLL)
+        .lease(Duration.ofMinutes(10)));
     int room = 1 + PREFETCH;
 
     await("the first ack held", () -> claims.ackHeld.getCount() == 0);
@@ -190,8 +193,9 @@ class SubscriberClaimOverlapIT {
     return rows.itemsOf(spec.name());
   }
 
-  private int assignedOf(QueueSpec spec) {
-    return rows.assignedOf(spec.name());
+  /** Messages of {@code published} claimed so far: taken (default mode) or ASSIGNED (lease mode), not PENDING. */
+  private int claimedOf(QueueSpec spec, List<Long> published) {
+    return published.size() - rows.pendingOf(spec.name());
   }
 
   /** A handler that counts each message's deliveries into {@code handled}. */
@@ -214,12 +218,12 @@ class SubscriberClaimOverlapIT {
 
   /**
    * Counts the claim statements in flight (sent, result not yet returned) and runs an action in the n-th claim's
-   * thread after its statement ran; the third claim also records how many rows were ASSIGNED then. Can hold the first
+   * thread after its statement ran; the third claim also records how many messages were claimed then. Can hold the first
    * ack statement before it runs.
    */
   private final class ClaimWatch implements ExecuteListener {
     final AtomicInteger mostInFlight = new AtomicInteger();
-    volatile int assignedWhenThirdRan = -1;
+    volatile int claimedWhenThirdRan = -1;
     private final AtomicInteger inFlight = new AtomicInteger();
     private final AtomicInteger seen = new AtomicInteger();
     private final Map<Integer, Runnable> actions = new ConcurrentHashMap<>();
@@ -241,8 +245,9 @@ class SubscriberClaimOverlapIT {
 
     private boolean isClaim(ExecuteContext ctx) {
       String sql = ctx.sql() == null ? "" : ctx.sql().toLowerCase(Locale.ROOT);
-      // A claim is the one statement that locks with SKIP LOCKED and sets ASSIGNED (docs/statements.sql).
-      return sql.contains("skip locked") && sql.contains("'assigned'");
+      // A claim is the one statement that locks with SKIP LOCKED and sets ASSIGNED (lease mode) or deletes what it
+      // locked (the default mode's take); docs/statements.sql.
+      return sql.contains("skip locked") && (sql.contains("'assigned'") || sql.startsWith("delete"));
     }
 
     @Override
@@ -252,7 +257,8 @@ class SubscriberClaimOverlapIT {
       }
       String sql = ctx.sql() == null ? "" : ctx.sql().toLowerCase(Locale.ROOT);
       Runnable action = firstAck;
-      if (action != null && sql.startsWith("delete") && ackHeld.getCount() > 0 && !released) {
+      if (action != null && sql.startsWith("delete") && sql.contains("unnest") && ackHeld.getCount() > 0
+          && !released) {
         ackHeld.countDown();
         action.run();
       }
@@ -265,7 +271,7 @@ class SubscriberClaimOverlapIT {
       }
       int nth = seen.incrementAndGet();
       if (nth == 3) {
-        assignedWhenThirdRan = rows.assignedOf("overlap");
+        claimedWhenThirdRan = OVERLAP_MESSAGES - rows.pendingOf("overlap");
       }
       Runnable action = actions.get(nth);
       if (action != null && !released) {

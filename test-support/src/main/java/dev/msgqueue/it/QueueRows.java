@@ -89,6 +89,12 @@ public final class QueueRows {
         .and(MESSAGE_QUEUE_ITEM.STATUS.eq(MessageQueueItemStatus.ASSIGNED)));
   }
 
+  /** Items of the queue waiting for a claim: PENDING. A claim of the default mode takes (deletes) what it claims. */
+  public int pendingOf(String name) {
+    return dsl.fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.eq(name)
+        .and(MESSAGE_QUEUE_ITEM.STATUS.eq(MessageQueueItemStatus.PENDING)));
+  }
+
   /** Unexpired items whose queue was deleted under them: what must never exist. */
   public int unexpiredOrphans() {
     return dsl.fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.isNull()

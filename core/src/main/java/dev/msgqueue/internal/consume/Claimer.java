@@ -239,10 +239,10 @@ final class Claimer {
       return;
     }
     try {
-      context.released.addAndGet(context.store.release(claimed).size());
+      context.handBack(claimed);
     } catch (RuntimeException e) {
-      log.warn("could not release {} message(s) of \"{}\" claimed during close{}", claimed.size(), queue,
-          context.unsettledFate(), e);
+      log.error("could not release {} message(s) of \"{}\" claimed during close after {} attempts{}", claimed.size(),
+          queue, PipelineContext.HAND_BACK_ATTEMPTS, context.unsettledFate(), e);
     }
   }
 

@@ -147,7 +147,7 @@ public final class ConsumerPipeline {
     if (!finishedInTime) {
       log.warn("subscriber of \"{}\" closed with {} handler(s) still running after {}; they are interrupted and not"
           + " acked ({})", context.queue, handlers.running(), timeout,
-          context.lease != null ? "redelivered after their lease" : "they stay ASSIGNED until they expire");
+          context.lease != null ? "redelivered after their lease" : "they were taken by their claim and are lost");
       handlers.shutDownNow();
     }
     housekeeping.stop();

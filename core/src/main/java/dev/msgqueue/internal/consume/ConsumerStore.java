@@ -16,16 +16,22 @@ public interface ConsumerStore {
   /** Binds the queue (creating it, or updating its attributes to the subscriber's spec). */
   void bindQueue();
 
-  /** Claims at most {@code max} messages, in the subscriber's mode; lowest id first. */
+  /**
+   * Claims at most {@code max} messages, lowest id first, in the subscriber's mode: in lease mode under a lease; in the
+   * default mode it takes them (deletes them as it returns them), so they need no ack.
+   */
   List<ClaimedMessage> claim(int max);
 
   /** Lease mode with a retry policy: counts redeliveries and dead-letters those past the limit. */
   List<ClaimedMessage> countRedeliveries(List<ClaimedMessage> claimed);
 
-  /** Deletes the messages whose receipt still matches; at most {@code batchSize} of them. @return how many */
+  /** Lease mode: deletes the messages whose receipt still matches; at most {@code batchSize} of them. @return how many */
   int ack(List<ClaimedMessage> receipts);
 
-  /** Makes the messages whose receipt still matches PENDING again, claimable at once. @return the ids released */
+  /**
+   * Hands back claimed messages, claimable at once: in lease mode those whose receipt still matches are PENDING again;
+   * in the default mode the taken messages are put back under their ids. @return the ids released
+   */
   List<Long> release(List<ClaimedMessage> receipts);
 
   /** Lease mode: renews the leases; @return the messages still held, under their new receipts */

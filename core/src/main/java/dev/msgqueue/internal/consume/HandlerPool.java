@@ -12,7 +12,8 @@ import org.slf4j.Logger;
 
 /**
  * The handler room: up to {@code concurrency} threads of this subscriber run the handler on the ready messages,
- * started while messages wait and ended when idle. A handled message goes to the {@link AckBatcher}; a failed one to
+ * started while messages wait and ended when idle. A handled message goes to the {@link AckBatcher} (lease mode; in
+ * the default mode its claim took it, so it is settled as it returns); a failed one to
  * the retry policy (through a housekeeping round), or is left to its mode; one that waited past half its lease, or
  * comes up while closing, is not started and is released.
  */
@@ -137,7 +138,13 @@ final class HandlerPool {
       }
       context.store.handled(System.nanoTime() - entry.startedNanos, false);
       entry.done = true;
-      acks.handled(entry);
+      if (context.lease == null) {
+        // Taken by its claim: nothing is left in the database to ack.
+        context.held.remove(entry.receipt.id());
+        context.acked.incrementAndGet();
+      } else {
+        acks.handled(entry);
+      }
     } finally {
       if (started) {
         inFlight.decrementAndGet();
@@ -160,8 +167,8 @@ final class HandlerPool {
           context.lease, e);
     } else {
       context.held.remove(message.id());
-      log.error("handler failed on message {} of \"{}\"; it stays ASSIGNED and is not redelivered (default mode;"
-          + " lease mode redelivers)", message.id(), queue, e);
+      log.error("handler failed on message {} of \"{}\"; it was taken by its claim and is not redelivered (default"
+          + " mode; lease mode redelivers)", message.id(), queue, e);
     }
   }
 

@@ -1,6 +1,8 @@
 package dev.msgqueue.internal.consume;
 
+import dev.msgqueue.ClaimedMessage;
 import java.time.Duration;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
@@ -26,6 +28,9 @@ final class PipelineContext {
   static final long NEVER = Long.MAX_VALUE;
   /** The most claims (and, separately, ack statements) of one subscriber in flight at once. */
   static final int MAX_STATEMENTS_IN_FLIGHT = 4;
+  /** Attempts of one hand-back statement ({@link #handBack}). */
+  static final int HAND_BACK_ATTEMPTS = 5;
+  private static final long FIRST_HAND_BACK_RETRY_MILLIS = 50;
 
   final ConsumerStore store;
   final ConsumerThreads threads;
@@ -93,7 +98,39 @@ final class PipelineContext {
 
   /** Where messages whose settling failed end up, by mode: the tail of a log line. */
   String unsettledFate() {
-    return lease != null ? "; they are redelivered after their lease" : "; they stay ASSIGNED until they expire";
+    return lease != null ? "; they are redelivered after their lease" : "; they were taken and are lost";
+  }
+
+  /**
+   * Hands {@code messages} back to the queue ({@link ConsumerStore#release}), trying again after 50, 100, 200 and
+   * 400 ms if a statement fails: in the default mode the claim took them, so a hand-back that fails for good loses
+   * them. Safe to repeat in both modes: a second hand-back of the same message changes nothing. Only on close, or
+   * for a claim that returned after close began, so the waits hold up nothing else.
+   *
+   * @return how many were handed back
+   * @throws RuntimeException the last attempt's failure
+   */
+  int handBack(List<ClaimedMessage> messages) {
+    long waitMillis = FIRST_HAND_BACK_RETRY_MILLIS;
+    for (int attempt = 1; ; attempt++) {
+      try {
+        int handedBack = store.release(messages).size();
+        released.addAndGet(handedBack);
+        return handedBack;
+      } catch (RuntimeException e) {
+        if (attempt == HAND_BACK_ATTEMPTS) {
+          throw e;
+        }
+        LOG.debug("handing back {} message(s) of \"{}\" failed; trying again", messages.size(), queue, e);
+      }
+      try {
+        Thread.sleep(waitMillis);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        return store.release(messages).size(); // one last attempt, without waiting
+      }
+      waitMillis *= 2;
+    }
   }
 
   boolean submit(Runnable task) {

@@ -200,10 +200,10 @@ final class SubscriberHousekeeping {
     for (int from = 0; from < batch.size(); from += context.batchSize) {
       List<ClaimedMessage> part = batch.subList(from, Math.min(batch.size(), from + context.batchSize));
       try {
-        context.released.addAndGet(context.store.release(part).size());
+        context.handBack(part);
       } catch (RuntimeException e) {
-        log.warn("could not release {} unstarted message(s) of \"{}\"{}", part.size(), context.queue,
-            context.unsettledFate(), e);
+        log.error("could not release {} unstarted message(s) of \"{}\" after {} attempts{}", part.size(),
+            context.queue, PipelineContext.HAND_BACK_ATTEMPTS, context.unsettledFate(), e);
       }
     }
   }
