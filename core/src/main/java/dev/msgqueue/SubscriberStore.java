@@ -103,5 +103,9 @@ final class SubscriberStore implements ConsumerStore {
   @Override
   public void handled(long nanos, boolean failed) {
     repository.context().report().handled(queue.name(), nanos, failed);
+    if (lease == null && !failed) {
+      // Taken by its claim, so settled as its handler returns: counted as acked, with no ack statement to time.
+      repository.context().report().acked(queue.name(), 1, 0);
+    }
   }
 }

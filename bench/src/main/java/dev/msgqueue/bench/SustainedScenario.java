@@ -31,15 +31,26 @@ import org.jooq.impl.DefaultConfiguration;
 
 /**
  * Scenario 6: P publishers publish one message per call as fast as they can while one Subscriber (default settings,
- * at a given concurrency) consumes the same queue, for a fixed time. Reports published/s, handled/s, the backlog's
- * slope, the publish-to-handler latency, and the most receipts one ack statement carried (acks used to pile up here
- * into statements of tens of thousands).
+ * at a given concurrency; and once in lease mode, the mode that writes acks) consumes the same queue, for a fixed
+ * time. Reports published/s, handled/s, the backlog's slope, the publish-to-handler latency, and the most receipts
+ * one ack statement carried (acks used to pile up here into statements of tens of thousands; the default mode's
+ * claims take their messages and write none).
  */
 final class SustainedScenario implements Scenario {
   static final String ID = "sustained";
   static final String QUEUE = "sustained";
   static final int PUBLISHERS = 8;
-  static final List<Integer> CONCURRENCIES = List.of(Subscriber.DEFAULT_CONCURRENCY, 16);
+  static final Duration LEASE = Duration.ofSeconds(30);
+
+  /** One run: the Subscriber's concurrency, and whether it runs in lease mode. */
+  record Cell(int concurrency, boolean lease) {
+    String mode() {
+      return lease ? "lease" : "default";
+    }
+  }
+
+  static final List<Cell> CELLS = List.of(new Cell(Subscriber.DEFAULT_CONCURRENCY, false), new Cell(16, false),
+      new Cell(Subscriber.DEFAULT_CONCURRENCY, true));
 
   private final Duration runFor;
 
@@ -60,7 +71,7 @@ final class SustainedScenario implements Scenario {
 
   @Override
   public int steps() {
-    return CONCURRENCIES.size();
+    return CELLS.size();
   }
 
   @Override
@@ -71,16 +82,17 @@ final class SustainedScenario implements Scenario {
   @Override
   public Result run(BenchContext context) throws Exception {
     List<Row> rows = new ArrayList<>();
-    for (int concurrency : CONCURRENCIES) {
-      context.step(String.format(Locale.ROOT, "sustained: %d publishers, subscriber concurrency %d", PUBLISHERS,
-          concurrency));
+    for (Cell cell : CELLS) {
+      context.step(String.format(Locale.ROOT, "sustained: %d publishers, subscriber concurrency %d, %s mode",
+          PUBLISHERS, cell.concurrency(), cell.mode()));
       context.database().reset();
-      rows.add(runOne(context.database(), concurrency));
+      rows.add(runOne(context.database(), cell));
     }
     return new SustainedResult(PUBLISHERS, runFor.toMillis() / 1000.0, rows);
   }
 
-  private Row runOne(BenchDatabase database, int concurrency) throws Exception {
+  private Row runOne(BenchDatabase database, Cell cell) throws Exception {
+    int concurrency = cell.concurrency();
     HikariConfig poolConfig = new HikariConfig();
     poolConfig.setJdbcUrl(database.url());
     poolConfig.setMaximumPoolSize(PUBLISHERS + 4);
@@ -100,8 +112,12 @@ final class SustainedScenario implements Scenario {
       long backlogAtStart;
       long backlogAtEnd;
       double seconds;
-      try (Subscriber subscriber = Subscriber.builder(repository, queue,
-          message -> handledAt.put(message.id(), System.nanoTime())).concurrency(concurrency).start()) {
+      Subscriber.Builder builder = Subscriber.builder(repository, queue,
+          message -> handledAt.put(message.id(), System.nanoTime())).concurrency(concurrency);
+      if (cell.lease()) {
+        builder.lease(LEASE);
+      }
+      try (Subscriber subscriber = builder.start()) {
         backlogAtStart = database.control().fetchCount(MESSAGE_QUEUE_ITEM);
         long started = System.nanoTime();
         for (int i = 0; i < PUBLISHERS; i++) {
@@ -131,7 +147,7 @@ final class SustainedScenario implements Scenario {
           .filter(entry -> handledAt.containsKey(entry.getKey()))
           .mapToLong(entry -> handledAt.get(entry.getKey()) - entry.getValue())
           .sorted().toArray();
-      return new Row(concurrency, published.get(), handledInWindow, seconds, published.get() / seconds,
+      return new Row(concurrency, cell.mode(), published.get(), handledInWindow, seconds, published.get() / seconds,
           handledInWindow / seconds, (backlogAtEnd - backlogAtStart) / seconds, percentileMillis(latencies, 0.50),
           percentileMillis(latencies, 0.99), failures.get(), largestAck.get());
     }
@@ -146,7 +162,7 @@ final class SustainedScenario implements Scenario {
   }
 
   /** @param backlogSlope messages/s by which the queue grew over the run (negative: it shrank) */
-  record Row(int concurrency, long published, long handled, double seconds, double publishedPerSecond,
+  record Row(int concurrency, String mode, long published, long handled, double seconds, double publishedPerSecond,
       double handledPerSecond, double backlogSlope, double p50Millis, double p99Millis, long publishFailures,
       int largestAck) { }
 
@@ -170,13 +186,13 @@ final class SustainedScenario implements Scenario {
   record SustainedResult(int publishers, double seconds, List<Row> rows) implements Result {
     @Override
     public void printTable(PrintStream out) {
-      String header = String.format(Locale.ROOT, "%5s %11s %10s %10s %12s %9s %9s %5s %8s",
-          "conc", "published/s", "handled/s", "handled", "backlog/s", "p50 ms", "p99 ms", "fail", "max ack");
+      String header = String.format(Locale.ROOT, "%5s %8s %11s %10s %10s %12s %9s %9s %5s %8s",
+          "conc", "mode", "published/s", "handled/s", "handled", "backlog/s", "p50 ms", "p99 ms", "fail", "max ack");
       out.println(header);
       out.println("-".repeat(header.length()));
       for (Row r : rows) {
-        out.printf(Locale.ROOT, "%5d %11.0f %10.0f %10d %12.1f %9.2f %9.2f %5d %8d%n", r.concurrency(),
-            r.publishedPerSecond(), r.handledPerSecond(), r.handled(), r.backlogSlope(), r.p50Millis(),
+        out.printf(Locale.ROOT, "%5d %8s %11.0f %10.0f %10d %12.1f %9.2f %9.2f %5d %8d%n", r.concurrency(),
+            r.mode(), r.publishedPerSecond(), r.handledPerSecond(), r.handled(), r.backlogSlope(), r.p50Millis(),
             r.p99Millis(), r.publishFailures(), r.largestAck());
       }
     }
@@ -184,11 +200,11 @@ final class SustainedScenario implements Scenario {
     @Override
     public void writeCsv(Path file) throws IOException {
       List<String> lines = new ArrayList<>();
-      lines.add("concurrency,published,handled,seconds,published_per_second,handled_per_second,backlog_slope,"
+      lines.add("concurrency,mode,published,handled,seconds,published_per_second,handled_per_second,backlog_slope,"
           + "p50_ms,p99_ms,publish_failures,largest_ack");
       for (Row r : rows) {
-        lines.add(String.format(Locale.ROOT, "%d,%d,%d,%.3f,%.1f,%.1f,%.2f,%.3f,%.3f,%d,%d", r.concurrency(),
-            r.published(), r.handled(), r.seconds(), r.publishedPerSecond(), r.handledPerSecond(), r.backlogSlope(),
+        lines.add(String.format(Locale.ROOT, "%d,%s,%d,%d,%.3f,%.1f,%.1f,%.2f,%.3f,%.3f,%d,%d", r.concurrency(),
+            r.mode(), r.published(), r.handled(), r.seconds(), r.publishedPerSecond(), r.handledPerSecond(), r.backlogSlope(),
             r.p50Millis(), r.p99Millis(), r.publishFailures(), r.largestAck()));
       }
       Files.write(file, lines);
