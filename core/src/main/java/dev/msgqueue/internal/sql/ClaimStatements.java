@@ -32,6 +32,7 @@ import org.jooq.DeleteConditionStep;
 import org.jooq.Field;
 import org.jooq.JSONB;
 import org.jooq.Param;
+import org.jooq.QuantifiedSelect;
 import org.jooq.Record1;
 import org.jooq.Record2;
 import org.jooq.Record3;
@@ -161,16 +162,10 @@ public final class ClaimStatements {
     // primary-key scan. Interleaved with the CTE-and-join shape over identical tables (EXPLAIN and
     // pg_stat_statements, PostgreSQL 15, 100,000 rows, 1,000 claims of 100 each): 1,997 buffer hits per claim against
     // 2,122, 8-10% less execution time.
-    var claimable = I.as("claimable");
     return ctx.update(I)
         .set(I.STATUS, inline(MessageQueueItemStatus.ASSIGNED))
         .set(I.READ_AFTER, I.EXPIRES_AT)
-        .where(I.ID.eq(any(array(select(claimable.ID).from(claimable)
-            .where(claimable(claimable, queue).and(claimable.STATUS.eq(inline(MessageQueueItemStatus.PENDING))))
-            .orderBy(claimable.ID)
-            .limit(inline(max))
-            .forUpdate()
-            .skipLocked()))))
+        .where(I.ID.eq(lockedPendingIds(queue, max)))
         .returningResult(I.ID, I.PAYLOAD, epochMillis(I.READ_AFTER));
   }
 
@@ -236,14 +231,8 @@ public final class ClaimStatements {
 
   /** The statement {@link #take} runs. */
   public static ResultQuery<Record3<Long, JSONB, Long>> takePending(DSLContext ctx, String queue, int max) {
-    var claimable = I.as("claimable");
     return ctx.deleteFrom(I)
-        .where(I.ID.eq(any(array(select(claimable.ID).from(claimable)
-            .where(claimable(claimable, queue).and(claimable.STATUS.eq(inline(MessageQueueItemStatus.PENDING))))
-            .orderBy(claimable.ID)
-            .limit(inline(max))
-            .forUpdate()
-            .skipLocked()))))
+        .where(I.ID.eq(lockedPendingIds(queue, max)))
         .returningResult(I.ID, I.PAYLOAD, epochMillis(I.EXPIRES_AT));
   }
 
@@ -283,6 +272,20 @@ public final class ClaimStatements {
         takenId, takenPayload, utcNow(), fromEpochMillis(takenMillis), val(queue, I.QUEUE_ID),
         val(ids, BIGINT_ARRAY), val(payloads, SQLDataType.CLOB.getArrayDataType()),
         val(expiresAtMillis, BIGINT_ARRAY));
+  }
+
+  /**
+   * {@code ANY(ARRAY(SELECT id ... PENDING ... ORDER BY id LIMIT max FOR UPDATE SKIP LOCKED))}: the lowest claimable
+   * PENDING ids of {@code queue}, locked, as one array (an InitPlan) for one primary-key scan of the outer statement.
+   */
+  private static QuantifiedSelect<Record1<Long>> lockedPendingIds(String queue, int max) {
+    var claimable = I.as("claimable");
+    return any(array(select(claimable.ID).from(claimable)
+            .where(claimable(claimable, queue).and(claimable.STATUS.eq(inline(MessageQueueItemStatus.PENDING))))
+            .orderBy(claimable.ID)
+            .limit(inline(max))
+            .forUpdate()
+            .skipLocked()));
   }
 
   /** Claimable in either mode: in {@code queue}, readable now and not expired. */
