@@ -2,6 +2,8 @@ package dev.msgqueue;
 
 import dev.msgqueue.internal.consume.ConsumerStore;
 import dev.msgqueue.internal.consume.Consumption;
+import dev.msgqueue.internal.sql.PublishStatements;
+import dev.msgqueue.internal.sql.Receipt;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -15,7 +17,6 @@ import org.jooq.exception.DataAccessException;
 final class SubscriberStore implements ConsumerStore {
   /** The longest a re-creating bind of a missing queue waits for a lock before trying again next interval. */
   private static final Duration BIND_LOCK_WAIT = Duration.ofSeconds(1);
-  private static final String FOREIGN_KEY_VIOLATION = "23503";
 
   private final MsgQueueRepository repository;
   private final Consumption consumption;
@@ -65,18 +66,19 @@ final class SubscriberStore implements ConsumerStore {
     if (lease != null) {
       return consumption.release(ClaimedMessage.receipts(receipts));
     }
+    List<Receipt> taken = ClaimedMessage.receipts(receipts);
     List<String> payloads = new ArrayList<>(receipts.size());
     receipts.forEach(message -> payloads.add(message.payload()));
     try {
-      return consumption.releaseTaken(queue.name(), ClaimedMessage.receipts(receipts), payloads);
+      return consumption.releaseTaken(queue.name(), taken, payloads);
     } catch (DataAccessException e) {
-      if (!FOREIGN_KEY_VIOLATION.equals(e.sqlState())) {
+      if (!PublishStatements.isMissingQueue(e)) {
         throw e;
       }
       // The queue row is gone (deleted by hand, or reaped while this subscriber was closing): bind it again, then
       // put the messages back.
       repository.bindQueue(queue);
-      return consumption.releaseTaken(queue.name(), ClaimedMessage.receipts(receipts), payloads);
+      return consumption.releaseTaken(queue.name(), taken, payloads);
     }
   }
 
