@@ -105,9 +105,11 @@ final class SubscriberStore implements ConsumerStore {
   @Override
   public void handled(long nanos, boolean failed) {
     repository.context().report().handled(queue.name(), nanos, failed);
-    if (lease == null && !failed) {
-      // Taken by its claim, so settled as its handler returns: counted as acked, with no ack statement to time.
-      repository.context().report().acked(queue.name(), 1, 0);
-    }
+  }
+
+  @Override
+  public void settledByItsHandler() {
+    // No ack statement ran, so there is no ack time to report.
+    repository.context().report().acked(queue.name(), 1, 0);
   }
 }

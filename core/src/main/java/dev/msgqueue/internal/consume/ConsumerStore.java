@@ -49,4 +49,7 @@ public interface ConsumerStore {
 
   /** Reports a handler's run to the repository's events. */
   void handled(long nanos, boolean failed);
+
+  /** Reports a message its claim took (default mode) as acked: its handler returned, and no ack statement follows. */
+  void settledByItsHandler();
 }

@@ -142,6 +142,7 @@ final class HandlerPool {
         // Taken by its claim: nothing is left in the database to ack.
         context.held.remove(entry.receipt.id());
         context.acked.incrementAndGet();
+        context.store.settledByItsHandler();
       } else {
         acks.handled(entry);
       }
