@@ -8,6 +8,7 @@ import static org.jooq.impl.DSL.name;
 import static org.jooq.impl.DSL.table;
 
 import dev.msgqueue.HousekeepingRun.Outcome;
+import dev.msgqueue.it.Await;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.QueueRows;
 import dev.msgqueue.it.TestDatabase;
@@ -192,7 +193,7 @@ class HousekeeperIT {
     var pid = field(name("pid"), Integer.class);
     int holder = lockHolderPid();
     db.dsl().select(function("pg_terminate_backend", Boolean.class, DSL.val(holder))).fetch();
-    awaitUnchecked(() -> db.dsl().fetchCount(activity, pid.eq(holder)) == 0);
+    await("the terminated lock holder gone", () -> db.dsl().fetchCount(activity, pid.eq(holder)) == 0);
   }
 
   private static void awaitLatch(CountDownLatch latch) {
@@ -204,20 +205,7 @@ class HousekeeperIT {
     }
   }
 
-  private static void awaitUnchecked(BooleanSupplier condition) {
-    try {
-      await("condition", condition);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new IllegalStateException(e);
-    }
-  }
-
-  private static void await(String what, BooleanSupplier condition) throws InterruptedException {
-    long giveUp = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (!condition.getAsBoolean()) {
-      assertThat(System.nanoTime() - giveUp).as("timed out waiting for: %s", what).isNegative();
-      Thread.sleep(20);
-    }
+  private static void await(String what, BooleanSupplier condition) {
+    Await.until(what, Duration.ofSeconds(30), condition);
   }
 }

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.msgqueue.internal.publish.Publisher;
+import dev.msgqueue.it.Await;
 import dev.msgqueue.it.Migrations;
 import dev.msgqueue.it.PostgresServer;
 import dev.msgqueue.it.TestDatabase;
@@ -333,12 +334,7 @@ class LeastPrivilegeIT {
         """).format();
   }
 
-  private static void awaitTrue(java.util.function.BooleanSupplier condition, String what)
-      throws InterruptedException {
-    long giveUp = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (!condition.getAsBoolean()) {
-      assertThat(System.nanoTime() - giveUp).as("timed out waiting until %s", what).isNegative();
-      Thread.sleep(20);
-    }
+  private static void awaitTrue(java.util.function.BooleanSupplier condition, String what) {
+    Await.until(what, Duration.ofSeconds(30), condition);
   }
 }

@@ -9,6 +9,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.msgqueue.internal.publish.Publisher;
+import dev.msgqueue.it.Await;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.PgBouncer;
 import dev.msgqueue.it.TestDatabase;
@@ -280,11 +281,7 @@ class PgBouncerIT {
     }
   }
 
-  private static void awaitTrue(BooleanSupplier condition, String what) throws InterruptedException {
-    long giveUp = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-    while (!condition.getAsBoolean()) {
-      assertThat(System.nanoTime() - giveUp).as("timed out waiting until %s", what).isNegative();
-      Thread.sleep(20);
-    }
+  private static void awaitTrue(BooleanSupplier condition, String what) {
+    Await.until(what, Duration.ofSeconds(60), condition);
   }
 }

@@ -4,6 +4,7 @@ import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.zaxxer.hikari.HikariDataSource;
+import dev.msgqueue.it.Await;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.RepositoryFixture;
 import dev.msgqueue.it.TestDatabase;
@@ -267,12 +268,8 @@ class SubscriberAckBoundsIT {
     return db.dsl().fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.eq(spec.name()));
   }
 
-  private static void await(String what, BooleanSupplier condition) throws InterruptedException {
-    long giveUp = System.nanoTime() + TimeUnit.SECONDS.toNanos(AWAIT_SECONDS);
-    while (!condition.getAsBoolean()) {
-      assertThat(System.nanoTime() - giveUp).as("timed out waiting for: %s", what).isNegative();
-      Thread.sleep(10);
-    }
+  private static void await(String what, BooleanSupplier condition) {
+    Await.until(what, Duration.ofSeconds(AWAIT_SECONDS), condition);
   }
 
   /** Something a test runs in the listener before a statement; may block or throw an assertion error. */

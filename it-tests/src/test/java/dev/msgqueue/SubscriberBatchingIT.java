@@ -3,6 +3,7 @@ package dev.msgqueue;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.msgqueue.it.Await;
 import dev.msgqueue.it.RepositoryFixture;
 import dev.msgqueue.it.TestDatabase;
 import java.io.PrintWriter;
@@ -41,12 +42,8 @@ class SubscriberBatchingIT extends RepositoryFixture {
     return closeLater(builder.start());
   }
 
-  private static void await(String what, BooleanSupplier condition) throws InterruptedException {
-    long giveUp = System.nanoTime() + TimeUnit.SECONDS.toNanos(AWAIT_SECONDS);
-    while (!condition.getAsBoolean()) {
-      assertThat(System.nanoTime() - giveUp).as("timed out waiting for: %s", what).isNegative();
-      Thread.sleep(10);
-    }
+  private static void await(String what, BooleanSupplier condition) {
+    Await.until(what, Duration.ofSeconds(AWAIT_SECONDS), condition);
   }
 
   private int itemsOf(QueueSpec spec) {

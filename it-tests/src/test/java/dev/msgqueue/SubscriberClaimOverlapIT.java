@@ -3,6 +3,7 @@ package dev.msgqueue;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.zaxxer.hikari.HikariDataSource;
+import dev.msgqueue.it.Await;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.QueueRows;
 import dev.msgqueue.it.RepositoryFixture;
@@ -204,16 +205,7 @@ class SubscriberClaimOverlapIT {
   }
 
   private static void await(String what, BooleanSupplier condition) {
-    long giveUp = System.nanoTime() + TimeUnit.SECONDS.toNanos(AWAIT_SECONDS);
-    while (!condition.getAsBoolean()) {
-      assertThat(System.nanoTime() - giveUp).as("timed out waiting for: %s", what).isNegative();
-      try {
-        Thread.sleep(10);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        throw new AssertionError("interrupted waiting for: " + what, e);
-      }
-    }
+    Await.until(what, Duration.ofSeconds(AWAIT_SECONDS), condition);
   }
 
   /**

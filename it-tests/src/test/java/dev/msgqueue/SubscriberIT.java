@@ -4,6 +4,7 @@ import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.msgqueue.it.Await;
 import dev.msgqueue.it.RepositoryFixture;
 import dev.msgqueue.it.TestDatabase;
 import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
@@ -42,12 +43,8 @@ class SubscriberIT extends RepositoryFixture {
     return listener;
   }
 
-  private static void await(String what, BooleanSupplier condition) throws InterruptedException {
-    long giveUp = System.nanoTime() + TimeUnit.SECONDS.toNanos(AWAIT_SECONDS);
-    while (!condition.getAsBoolean()) {
-      assertThat(System.nanoTime() - giveUp).as("timed out waiting for: %s", what).isNegative();
-      Thread.sleep(20);
-    }
+  private static void await(String what, BooleanSupplier condition) {
+    Await.until(what, Duration.ofSeconds(AWAIT_SECONDS), condition);
   }
 
   private static long take(BlockingQueue<Long> delivered) throws InterruptedException {

@@ -4,6 +4,7 @@ import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import com.zaxxer.hikari.HikariDataSource;
+import dev.msgqueue.it.Await;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.RepositoryFixture;
 import dev.msgqueue.it.TestDatabase;
@@ -318,16 +319,7 @@ class SubscriberPipelineIT {
   }
 
   private static void await(String what, BooleanSupplier condition) {
-    long giveUp = System.nanoTime() + TimeUnit.SECONDS.toNanos(AWAIT_SECONDS);
-    while (!condition.getAsBoolean()) {
-      assertThat(System.nanoTime() - giveUp).as("timed out waiting for: %s", what).isNegative();
-      try {
-        Thread.sleep(10);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        throw new AssertionError("interrupted waiting for: " + what, e);
-      }
-    }
+    Await.until(what, Duration.ofSeconds(AWAIT_SECONDS), condition);
   }
 
   /** Holds the n-th claim statement after it ran, in the claiming thread, until a condition the test sets holds. */

@@ -8,6 +8,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.msgqueue.internal.consume.Consumption;
 import dev.msgqueue.internal.sql.ClaimStatements;
 import dev.msgqueue.internal.sql.ServerTime;
+import dev.msgqueue.it.Await;
 import dev.msgqueue.it.RepositoryFixture;
 import dev.msgqueue.it.TestDatabase;
 import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
@@ -271,15 +272,6 @@ class TakeIT extends RepositoryFixture {
   }
 
   private static void await(String what, BooleanSupplier condition) {
-    long giveUp = System.nanoTime() + TimeUnit.SECONDS.toNanos(AWAIT_SECONDS);
-    while (!condition.getAsBoolean()) {
-      assertThat(System.nanoTime() - giveUp).as("timed out waiting for: %s", what).isNegative();
-      try {
-        Thread.sleep(10);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        throw new AssertionError("interrupted waiting for: " + what, e);
-      }
-    }
+    Await.until(what, Duration.ofSeconds(AWAIT_SECONDS), condition);
   }
 }

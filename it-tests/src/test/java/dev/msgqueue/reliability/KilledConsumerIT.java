@@ -12,6 +12,7 @@ import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.MsgQueueRepository;
 import dev.msgqueue.QueueSpec;
 import dev.msgqueue.child.ConsumerProcess;
+import dev.msgqueue.it.Await;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.TestDatabase;
 import java.io.File;
@@ -214,11 +215,7 @@ class KilledConsumerIT {
   }
 
   private static void awaitTrue(java.util.function.BooleanSupplier condition, String what, Duration limit) {
-    long giveUp = System.nanoTime() + limit.toNanos();
-    while (!condition.getAsBoolean()) {
-      assertThat(System.nanoTime() - giveUp).as("timed out waiting until %s", what).isNegative();
-      sleep(20);
-    }
+    Await.until(what, limit, condition);
   }
 
   private static void sleep(long millis) {

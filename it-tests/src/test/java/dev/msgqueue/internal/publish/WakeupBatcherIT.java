@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.internal.sql.NotifyStatements;
+import dev.msgqueue.it.Await;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.TestDatabase;
 import java.sql.Connection;
@@ -219,12 +220,8 @@ class WakeupBatcherIT {
     assertThat(receive(1)).containsExactly("one-connection");
   }
 
-  private static void await(String what, BooleanSupplier condition) throws InterruptedException {
-    long giveUp = System.nanoTime() + TimeUnit.SECONDS.toNanos(AWAIT_SECONDS);
-    while (!condition.getAsBoolean()) {
-      assertThat(System.nanoTime() - giveUp).as("timed out waiting for %s", what).isNegative();
-      Thread.sleep(10);
-    }
+  private static void await(String what, BooleanSupplier condition) {
+    Await.until(what, Duration.ofSeconds(AWAIT_SECONDS), condition);
   }
 
   /** The next {@code count} notifications' payloads, in delivery (commit) order. */
