@@ -16,6 +16,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.time.LocalDateTime;
+import java.util.Arrays;
 import java.util.Collection;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -65,6 +66,27 @@ final class BenchSql {
             function("pg_current_wal_insert_lsn", SQLDataType.OTHER), inline("0/0")))
         .fetchOne(0, BigDecimal.class);
     return bytes.longValueExact();
+  }
+
+  /** Rows counted by one {@link #serverSpeedProbeMillis} run: about 100-150 ms of one core here. */
+  private static final int SPEED_PROBE_ROWS = 3_000_000;
+
+  /**
+   * How fast the server's CPU is right now: the median of three runs, in milliseconds, of one fixed count over a
+   * set-returning function in the select list (streamed, so no tuplestore and no I/O: CPU only). On a shared
+   * virtual machine the same drain's server CPU per message moves with what other tenants run; this probe, taken
+   * beside each drain, tells the machine's speed apart from the library's.
+   */
+  static double serverSpeedProbeMillis(DSLContext ctx) {
+    double[] millis = new double[3];
+    for (int i = 0; i < millis.length; i++) {
+      long start = System.nanoTime();
+      ctx.select(count()).from(ctx.select(function("generate_series", SQLDataType.INTEGER, inline(1),
+          inline(SPEED_PROBE_ROWS)).as("g")).asTable("s")).fetchOne(0, Long.class);
+      millis[i] = (System.nanoTime() - start) / 1e6;
+    }
+    Arrays.sort(millis);
+    return millis[1];
   }
 
   /** Linux's USER_HZ, the unit of {@code /proc/<pid>/stat} CPU times, on every common architecture. */

@@ -21,6 +21,8 @@ final class DrainRepeatScenario implements Scenario {
   static final String ID = "drain-repeat";
   static final int RUNS = 10;
   static final double TARGET_SLOWEST_OVER_FASTEST = 0.85;
+  /** A run's probe at most this factor of the fastest probe counts as the machine at full speed. */
+  static final double STEADY_PROBE_MARGIN = 1.10;
   static final List<DrainScenario.Cell> CELLS = List.of(
       new DrainScenario.Cell(DrainScenario.SUBSCRIBER, 4), new DrainScenario.Cell(DrainScenario.REPOSITORY, 1));
 
@@ -65,6 +67,7 @@ final class DrainRepeatScenario implements Scenario {
         context.step(String.format(Locale.ROOT, "drain-repeat: %s x%d, run %d of %d", cell.consumer(),
             cell.concurrency(), run, RUNS));
         DrainScenario.preload(database, cell, messages);
+        double probeBeforeMillis = BenchSql.serverSpeedProbeMillis(database.control());
         DrainDiagnostics.Counters before = DrainDiagnostics.read(database.control(), database.serverVersionNum());
         DrainScenario.Row row;
         ClaimPlanSampler.Sample early;
@@ -81,11 +84,13 @@ final class DrainRepeatScenario implements Scenario {
           backendStates = waits.averageBackends();
         }
         awaitOnlyControlSession(database);
+        double probeAfterMillis = BenchSql.serverSpeedProbeMillis(database.control());
         DrainDiagnostics.Counters during =
             DrainDiagnostics.read(database.control(), database.serverVersionNum()).minus(before);
         runs.add(new Run(cell.consumer(), cell.concurrency(), run, row.messages(), row.seconds(),
             row.messagesPerSecond(), row.clientCpuMicrosPerMessage(), row.serverCpuMicrosPerMessage(), row.left(),
-            row.drained(), before, during, early, late, backendStates, row.jitMillis()));
+            row.drained(), before, during, early, late, backendStates, row.jitMillis(),
+            Math.max(probeBeforeMillis, probeAfterMillis)));
       }
     }
     List<Spread> spreads = new ArrayList<>();
@@ -94,8 +99,12 @@ final class DrainRepeatScenario implements Scenario {
           .filter(r -> r.consumer().equals(cell.consumer()) && r.concurrency() == cell.concurrency()).toList();
       double fastest = own.stream().mapToDouble(Run::messagesPerSecond).max().orElse(Double.NaN);
       double slowest = own.stream().mapToDouble(Run::messagesPerSecond).min().orElse(Double.NaN);
+      double fastestProbe = own.stream().mapToDouble(Run::probeMillis).min().orElse(Double.NaN);
+      List<Run> steady = own.stream().filter(r -> r.probeMillis() <= fastestProbe * STEADY_PROBE_MARGIN).toList();
+      double steadyFastest = steady.stream().mapToDouble(Run::messagesPerSecond).max().orElse(Double.NaN);
+      double steadySlowest = steady.stream().mapToDouble(Run::messagesPerSecond).min().orElse(Double.NaN);
       spreads.add(new Spread(cell.consumer(), cell.concurrency(), fastest, slowest, slowest / fastest,
-          slowest / fastest >= TARGET_SLOWEST_OVER_FASTEST));
+          slowest / fastest >= TARGET_SLOWEST_OVER_FASTEST, steady.size(), steadySlowest / steadyFastest));
     }
     return new DrainRepeatResult(messages, RUNS, TARGET_SLOWEST_OVER_FASTEST, runs, spreads);
   }
@@ -117,12 +126,14 @@ final class DrainRepeatScenario implements Scenario {
   /**
    * One measured drain, with its CPU per message on the client (loops only) and on the server, the server's counters
    * after the preload ({@code before}: the sizes) and their change during the drain ({@code during}), and one
-   * claim's search explained early and late in the drain.
+   * claim's search explained early and late in the drain; {@code probeMillis} is the server's speed around it (the
+   * slower of {@link BenchSql#serverSpeedProbeMillis} right before and right after).
    */
   record Run(String consumer, int concurrency, int run, long messages, double seconds, double messagesPerSecond,
       double clientCpuMicrosPerMessage, double serverCpuMicrosPerMessage, long left, boolean drained,
       DrainDiagnostics.Counters before, DrainDiagnostics.Counters during, ClaimPlanSampler.Sample early,
-      ClaimPlanSampler.Sample late, Map<String, Double> backendStates, long jitMillis) {
+      ClaimPlanSampler.Sample late, Map<String, Double> backendStates, long jitMillis, double probeMillis) {
+
     /** The average number of the drain's backends whose state starts with {@code prefix}. */
     double backends(String prefix) {
       return backendStates.entrySet().stream().filter(e -> e.getKey().startsWith(prefix))
@@ -138,9 +149,14 @@ final class DrainRepeatScenario implements Scenario {
     }
   }
 
-  /** A consumer's fastest and slowest run, and whether the slowest is within the target of the fastest. */
+  /**
+   * A consumer's fastest and slowest run, and whether the slowest is within the target of the fastest (the target is
+   * on every run). Beside it the same ratio over the runs the machine was at its fastest for ({@code steadyRuns}: both
+   * probes within {@link #STEADY_PROBE_MARGIN} of the consumer's fastest probe), which tells a machine that slowed
+   * down apart from a consumer that did.
+   */
   record Spread(String consumer, int concurrency, double fastestMessagesPerSecond, double slowestMessagesPerSecond,
-      double slowestOverFastest, boolean met) { }
+      double slowestOverFastest, boolean met, int steadyRuns, double steadySlowestOverFastest) { }
 
   record DrainRepeatResult(int preloaded, int runsPerConsumer, double target, List<Run> runs, List<Spread> spreads)
       implements Result {
@@ -151,6 +167,7 @@ final class DrainRepeatScenario implements Scenario {
         header.append(String.format(Locale.ROOT, " %24s", cell.consumer() + " x" + cell.concurrency() + " msg/s"));
         header.append(String.format(Locale.ROOT, " %14s", "cpu us/msg"));
         header.append(String.format(Locale.ROOT, " %7s", "jit ms"));
+        header.append(String.format(Locale.ROOT, " %8s", "probe ms"));
       }
       out.println(header);
       out.println("-".repeat(header.length()));
@@ -166,16 +183,22 @@ final class DrainRepeatScenario implements Scenario {
           line.append(String.format(Locale.ROOT, " %14s", String.format(Locale.ROOT, "%.1f/%.1f",
               r.clientCpuMicrosPerMessage(), r.serverCpuMicrosPerMessage())));
           line.append(String.format(Locale.ROOT, " %7d", r.jitMillis()));
+          line.append(String.format(Locale.ROOT, " %8.1f", r.probeMillis()));
         }
         out.println(line);
       }
       out.println("cpu us/msg: client (consuming threads; loops only) / server (the drain's backends) per message;"
-          + " jit ms: milliseconds the JVM's JIT compiled during the run.");
+          + " jit ms: milliseconds the JVM's JIT compiled during the run; probe ms: the server's speed around"
+          + " the run (one backend counting a fixed series, median of 3, the slower of before and after; higher is"
+          + " slower).");
       printDiagnostics(out);
       for (Spread spread : spreads) {
         out.printf(Locale.ROOT, "%s x%d: fastest %.0f, slowest %.0f msg/s, slowest/fastest %.2f (target >= %.2f: %s)%n",
             spread.consumer(), spread.concurrency(), spread.fastestMessagesPerSecond(),
             spread.slowestMessagesPerSecond(), spread.slowestOverFastest(), target, spread.met() ? "met" : "NOT met");
+        out.printf(Locale.ROOT, "%s x%d: slowest/fastest %.2f over the %d runs with the server at full speed (probe"
+            + " within %.0f%% of its fastest)%n", spread.consumer(), spread.concurrency(),
+            spread.steadySlowestOverFastest(), spread.steadyRuns(), (STEADY_PROBE_MARGIN - 1) * 100);
       }
     }
 
@@ -233,13 +256,13 @@ final class DrainRepeatScenario implements Scenario {
           + "checkpoints,backend_buffer_writes,heap_blocks_hit,heap_blocks_read,index_blocks_hit,index_blocks_read,"
           + "table_bytes_before,index_bytes_before,table_bytes_after,index_bytes_after,early_claim_buffers,"
           + "early_claim_ms,late_claim_deleted_share,late_claim_buffers,late_claim_ms,backends_running,"
-          + "backends_client,backends_wal_io,backends_lwlock,jit_ms");
+          + "backends_client,backends_wal_io,backends_lwlock,jit_ms,probe_ms");
       List<String> plans = new ArrayList<>();
       for (Run r : runs) {
         DrainDiagnostics.Counters d = r.during();
         lines.add(String.format(Locale.ROOT,
             "%s,%d,%d,%d,%.3f,%.1f,%s,%s,%d,%b,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%s,%s,%s,%s,%s,"
-                + "%.3f,%.3f,%.3f,%.3f,%d",
+                + "%.3f,%.3f,%.3f,%.3f,%d,%.1f",
             r.consumer(), r.concurrency(), r.run(), r.messages(), r.seconds(), r.messagesPerSecond(),
             DrainScenario.csvMicros(r.clientCpuMicrosPerMessage()),
             DrainScenario.csvMicros(r.serverCpuMicrosPerMessage()), r.left(), r.drained(), d.walBytes(),
@@ -249,7 +272,7 @@ final class DrainRepeatScenario implements Scenario {
             csvCount(r.early().sharedBuffers()), DrainScenario.csvMicros(r.early().milliseconds()),
             DrainScenario.csvMicros(r.late().deletedShare()), csvCount(r.late().sharedBuffers()),
             DrainScenario.csvMicros(r.late().milliseconds()), r.backends(DrainWaitSampler.RUNNING),
-            r.backends("Client:"), r.backends("IO:WAL"), r.backends("LWLock:"), r.jitMillis()));
+            r.backends("Client:"), r.backends("IO:WAL"), r.backends("LWLock:"), r.jitMillis(), r.probeMillis()));
         plans.add("-- " + r.consumer() + " x" + r.concurrency() + ", run " + r.run() + ", early\n" + r.early().plan());
         plans.add("-- " + r.consumer() + " x" + r.concurrency() + ", run " + r.run() + ", late\n" + r.late().plan());
       }

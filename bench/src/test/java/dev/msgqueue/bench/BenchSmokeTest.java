@@ -155,6 +155,7 @@ class BenchSmokeTest {
       assertThat(run.path("drained").asBoolean()).as("drained: %s", run).isTrue();
       assertThat(run.path("messages").asLong()).as("messages of %s", run).isEqualTo(2_000);
       assertThat(run.path("jitMillis").isIntegralNumber()).as("jitMillis of %s", run).isTrue();
+      assertThat(run.path("probeMillis").asDouble()).as("speed probe of %s", run).isPositive();
       assertThat(run.path("left").asLong()).as("left of %s", run).isZero();
       // The diagnostics saw the drain: its WAL, the item table's buffer accesses, a claim search as it started and
       // the drain's backends.
@@ -165,8 +166,11 @@ class BenchSmokeTest {
     }
     JsonNode spreads = repeated.path("spreads");
     assertThat(spreads).hasSize(DrainRepeatScenario.CELLS.size());
-    spreads.forEach(spread -> assertThat(spread.path("slowestOverFastest").asDouble())
-        .isGreaterThan(0).isLessThanOrEqualTo(1));
+    spreads.forEach(spread -> {
+      assertThat(spread.path("slowestOverFastest").asDouble()).isGreaterThan(0).isLessThanOrEqualTo(1);
+      assertThat(spread.path("steadyRuns").asInt()).isBetween(1, DrainRepeatScenario.RUNS);
+      assertThat(spread.path("steadySlowestOverFastest").asDouble()).isGreaterThan(0).isLessThanOrEqualTo(1);
+    });
     assertWellFormedCsv(results.resolve(DrainScenario.ID + ".csv"), DrainScenario.CELLS.size());
     assertWellFormedCsv(results.resolve(DrainRepeatScenario.ID + ".csv"),
         DrainRepeatScenario.CELLS.size() * DrainRepeatScenario.RUNS);
