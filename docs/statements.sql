@@ -317,16 +317,17 @@ returning "MessageQueueItem"."id";
 
 -- ClaimStatements.releaseTaken
 --   Puts taken items that no handler started back into {@code queue}: under their own ids (so they keep their place,
---   lowest id first), PENDING, claimable at once, with the expiry they were taken with. A second release of the same
---   item (a retry after a connection failure whose commit did in fact happen) inserts nothing: {@code ON CONFLICT DO
---   NOTHING} on the primary key.
+--   lowest id first), PENDING, claimable at once, with the expiry they were taken with. Items there already are left
+--   alone ({@code ON CONFLICT DO NOTHING} on the primary key). Run inside a transaction: it returns the transaction's
+--   id, so a put-back whose commit goes unanswered is repeated only if {@link #transactionStatus} says it did not
+--   commit; repeating a committed one would put back items another consumer took meanwhile, delivering them twice.
 --   <p>Plain SQL around typed names and fields because jOOQ cannot render {@code OVERRIDING SYSTEM VALUE}, which an
 --   insert of an explicit value into the {@code GENERATED ALWAYS} identity needs. The three arrays are zipped with
 --   PostgreSQL's multi-array {@code unnest}, as the receipts are. The foreign key takes KEY SHARE on the queue row as
 --   a publish's does; a missing queue fails with 23503.
 --   @param payloads the payloads' JSON text, in the order of {@code ids}
 --   @param expiresAtMillis the items' {@code "expiresAt"} in {@link ServerTime#epochMillis(Field) milliseconds}
---   @return the ids put back (those not there already)
+--   @return the ids put back (those not there already) and the transaction's id (0 if it put back none)
 insert into "MessageQueueItem" ("id", "payload", "readAfter", "expiresAt", "queueId") overriding system value select "taken"."id", cast("taken"."payload" as jsonb), date_trunc(
   'milliseconds',
   timezone(
@@ -345,21 +346,26 @@ insert into "MessageQueueItem" ("id", "payload", "readAfter", "expiresAt", "queu
 ), cast(
   $4
   as bigint[]
-)) as taken (id, payload, millis) on conflict ("id") do nothing returning "id";
+)) as taken (id, payload, millis) on conflict ("id") do nothing returning "id", cast(
+  pg_current_xact_id()
+  as varchar
+);
 
 -- ClaimStatements.take
 --   Takes up to {@code max} PENDING items of {@code queue}, lowest id first: deletes them and returns them with their
---   {@code "expiresAt"} as the receipt deadline (what {@link #releaseTaken} writes back). The Subscriber's default mode (at
---   most once): a taken item can never be delivered again, so it needs no ack, and a crash loses it just as it loses
---   an ASSIGNED item that nobody acks.
+--   {@code "expiresAt"} as the receipt deadline (what {@link #releaseTaken} writes back), and the id of the
+--   transaction that deleted them. The Subscriber's at-most-once mode: a taken item can never be delivered again, so
+--   it needs no ack.
+--   <p>Run inside a transaction: if its commit goes unanswered, {@link #transactionStatus} of the returned
+--   transaction id tells whether the items were taken, so a lost reply neither loses them unseen nor delivers them
+--   twice. A take that deletes nothing is assigned no transaction id.
 --   <p>Shape: {@code DELETE ... WHERE id = ANY(ARRAY(SELECT id ... ORDER BY id LIMIT n FOR UPDATE SKIP LOCKED))
---   RETURNING id, payload, "expiresAt"}, the claim's row search with the claim's condition, and a delete instead of
---   the update. Why: the claim's update sets {@code status} and {@code "readAfter"}, both in the production expiry
---   index, so it writes a new row version and three index entries per message, and the ack then deletes it; a delete
---   writes no index entry. pgbench, PostgreSQL 15, 100,000 items of one queue, batches of 100, two rounds: take
---   171,207-172,399 msg/s at one client and 235,989-239,576 at four, against 48,712-48,735 and 73,907-76,384 for the
---   claim with its ack (docs/benchmark.md). The limit is inlined, as in {@link #claim}.
---   @return the taken messages, in no particular order
+--   RETURNING id, payload, "expiresAt", pg_current_xact_id()}, the claim's row search with the claim's condition, and a
+--   delete instead of the update: the claim's update sets {@code status} and {@code "readAfter"}, both in the
+--   production expiry index, so it writes a new row version and three index entries per message, and the ack then
+--   deletes it; a delete writes no index entry (measured: docs/benchmark.md). The limit is inlined, as in
+--   {@link #claim}.
+--   @return the taken messages, in no particular order, and the transaction's id (0 if none was taken)
 delete from "MessageQueueItem"
 where "MessageQueueItem"."id" = any (
   array(
@@ -400,6 +406,10 @@ returning
   cast(
     (extract(epoch from "MessageQueueItem"."expiresAt") * 1000)
     as bigint
+  ),
+  cast(
+    pg_current_xact_id()
+    as varchar
   );
 
 -- MaintenanceStatements.cleanUpExpiredMessages

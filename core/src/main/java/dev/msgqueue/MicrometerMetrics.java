@@ -25,7 +25,9 @@ import java.util.concurrent.TimeUnit;
  * <ul>
  *   <li>counters {@code msgqueue.messages.published}, {@code .claimed}, {@code .acked}, {@code .released},
  *       {@code .redelivered}, {@code .dead.lettered}; {@code msgqueue.queues.healed} (a reaped auto-deleted queue
- *       re-created by a publish); {@code msgqueue.handler.failures};
+ *       re-created by a publish); {@code msgqueue.handler.failures}; {@code msgqueue.messages.unresolved} (messages
+ *       of an at-most-once take whose commit went unanswered and whose outcome could not be learned: lost if it
+ *       committed; alert on any);
  *       {@code msgqueue.queues.reaped} and {@code msgqueue.messages.expired.deleted} (untagged);
  *   <li>timers {@code msgqueue.publish}, {@code msgqueue.claim} (empty claims included), {@code msgqueue.ack},
  *       {@code msgqueue.handler};
@@ -170,6 +172,7 @@ public final class MicrometerMetrics implements AutoCloseable {
     final Counter released;
     final Counter redelivered;
     final Counter deadLettered;
+    final Counter unresolved;
     final Counter handlerFailures;
     final Timer publish;
     final Timer claim;
@@ -184,6 +187,7 @@ public final class MicrometerMetrics implements AutoCloseable {
       released = counter(registry, "msgqueue.messages.released", "messages", tags);
       redelivered = counter(registry, "msgqueue.messages.redelivered", "messages", tags);
       deadLettered = counter(registry, "msgqueue.messages.dead.lettered", "messages", tags);
+      unresolved = counter(registry, "msgqueue.messages.unresolved", "messages", tags);
       handlerFailures = counter(registry, "msgqueue.handler.failures", "messages", tags);
       publish = Timer.builder("msgqueue.publish").tags(tags).register(registry);
       claim = Timer.builder("msgqueue.claim").tags(tags).register(registry);
@@ -239,6 +243,11 @@ public final class MicrometerMetrics implements AutoCloseable {
     @Override
     public void deadLettered(String queue, int messages) {
       metersOf(queue).deadLettered.increment(messages);
+    }
+
+    @Override
+    public void takeUnresolved(String queue, int messages) {
+      metersOf(queue).unresolved.increment(messages);
     }
 
     @Override

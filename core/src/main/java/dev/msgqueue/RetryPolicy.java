@@ -2,6 +2,7 @@ package dev.msgqueue;
 
 import dev.msgqueue.internal.support.Arguments;
 import java.time.Duration;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.function.DoubleSupplier;
 
 /**
@@ -99,6 +100,16 @@ public record RetryPolicy(
     // In doubles: the power overflows long nanoseconds long before the cap applies; the cap keeps the result exact.
     double nanos = initialBackoff.toNanos() * Math.pow(multiplier, failedDeliveries - 1);
     return nanos >= maxBackoff.toNanos() ? maxBackoff : Duration.ofNanos((long) nanos);
+  }
+
+  /**
+   * The backoff after the {@code failedDeliveries}-th failed delivery (1, 2, ...), jittered at random and rounded to
+   * milliseconds: how long a failed message waits before it is delivered again.
+   *
+   * @throws IllegalArgumentException if {@code failedDeliveries} is below 1
+   */
+  public Duration backoff(int failedDeliveries) {
+    return backoff(failedDeliveries, () -> ThreadLocalRandom.current().nextDouble());
   }
 
   /**

@@ -3,6 +3,7 @@ package dev.msgqueue;
 import dev.msgqueue.internal.consume.ConsumerPipeline;
 import dev.msgqueue.internal.consume.ConsumerThreads;
 import dev.msgqueue.internal.consume.PipelineSettings;
+import dev.msgqueue.internal.consume.QueueStore;
 import dev.msgqueue.internal.support.Arguments;
 import java.time.Duration;
 
@@ -31,9 +32,10 @@ import java.time.Duration;
  *       became due, since only publishes send wake-ups.</li>
  *   <li><b>Threads.</b> Claims, acks, lease renewals and keep-alives run as tasks on threads shared by all
  *       subscribers of one repository (at most {@value ConsumerThreads#MAX_WORKERS} workers and one timer, named
- *       {@code msgqueue-consume-*}), started when needed and stopped when the last subscriber closes. Handlers run
- *       on up to {@code concurrency} threads of the subscriber ({@code msgqueue-handler-<queue>-*}), started while
- *       messages wait and ended after 10 s without work: an idle subscriber holds no thread of its own.</li>
+ *       {@code msgqueue-consume-*}); handlers run on handler threads shared by them too
+ *       ({@code msgqueue-handler-*}), at most {@code concurrency} at once per subscriber. A task goes to an idle
+ *       thread when there is one, and a thread is started only when none is idle; a thread ends after 10 s without
+ *       work, and all of them stop when the last subscriber closes: an idle subscriber holds no thread.</li>
  *   <li><b>Acks (lease mode).</b> In the default mode the claim took the message, so a handler that returns has
  *       settled it. In lease mode a handler that returns has its message acked together with the others that
  *       finished about then: receipt-checked statements of at most {@code batchSize} receipts each, when
@@ -107,8 +109,8 @@ public final class Subscriber implements AutoCloseable {
         builder.maxHandlerTime, builder.ackDelay, config.keepAliveInterval(), config.wakeupWindow(),
         wakeups == null ? null : wakeups::isListening);
     this.pipeline = new ConsumerPipeline(
-        new SubscriberStore(builder.repository, queue, builder.lease, builder.retryPolicy), builder.handler, settings,
-        ConsumerThreads.acquire(builder.repository));
+        new QueueStore(builder.repository.context(), ClaimedMessage.ACCESS, queue, builder.lease, builder.retryPolicy),
+        builder.handler, settings, ConsumerThreads.acquire(builder.repository));
     this.unregisterWakeups = wakeups == null ? () -> { } : wakeups.register(queue.name(), pipeline::wake);
   }
 
@@ -184,6 +186,11 @@ public final class Subscriber implements AutoCloseable {
 
   long released() {
     return pipeline.released();
+  }
+
+  /** Messages of at-most-once takes whose commit went unanswered and whose outcome the server could not tell. */
+  long unresolved() {
+    return pipeline.unresolved();
   }
 
   /** The name prefix of the threads this subscriber shares with the others of its repository. */

@@ -1,27 +1,17 @@
 package dev.msgqueue;
 
-import dev.msgqueue.internal.consume.AckReport;
-import dev.msgqueue.internal.consume.Retries;
+import dev.msgqueue.internal.consume.Consumption;
 import dev.msgqueue.internal.publish.Payloads;
 import dev.msgqueue.internal.publish.PublishCoalescer;
 import dev.msgqueue.internal.publish.Publisher;
-import dev.msgqueue.internal.sql.ClaimStatements;
-import dev.msgqueue.internal.sql.QueueStatements;
 import dev.msgqueue.internal.sql.RetryStatements;
 import dev.msgqueue.internal.support.Arguments;
 import dev.msgqueue.internal.support.QueueContext;
 import java.sql.Connection;
 import java.time.Duration;
-import java.time.LocalDateTime;
-import java.util.ArrayList;
 import java.util.Collection;
-import java.util.Collections;
-import java.util.Comparator;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.Optional;
-import java.util.concurrent.ThreadLocalRandom;
 import org.jooq.JSONB;
 
 /**
@@ -32,56 +22,52 @@ import org.jooq.JSONB;
  *
  * <p>Obtain one with {@link MsgQueueRepository#inTransaction(org.jooq.DSLContext)}; it is as cheap as the
  * context it wraps, so take one per transaction. It shares the repository's configuration, keep-alive throttle and
- * wake-up coalescing. Each method has the contract of the repository method of the same name: the repository runs
- * the same operations on a view of its own context.
+ * wake-up coalescing. The repository runs the same {@link QueueOperations} on its own context.
  */
-public final class TransactionalQueue {
-  /** See {@link MsgQueueRepository#MIN_LEASE}. */
-  static final Duration MIN_LEASE = Duration.ofMillis(1);
-  /** See {@link MsgQueueRepository#MAX_BATCH_SIZE}. */
-  static final int MAX_BATCH_SIZE = 10_000;
-
+public final class TransactionalQueue implements QueueOperations {
   private final QueueContext context;
   private final Payloads payloads;
   private final Publisher publisher;
   /** Group commit of the repository's own autocommit publishes; {@code null} when off, and in views. */
   private final PublishCoalescer coalescer;
+  private final Consumption consumption;
 
   TransactionalQueue(QueueContext context, Payloads payloads, Publisher publisher, PublishCoalescer coalescer) {
     this.context = context;
+    this.consumption = new Consumption(context, ClaimedMessage.ACCESS);
     this.payloads = payloads;
     this.publisher = publisher;
     this.coalescer = coalescer;
   }
 
-  /** See {@link MsgQueueRepository#publish(QueueSpec, String)}. */
+  @Override
   public long publish(QueueSpec spec, String json) {
     return publish(spec, json, PublishOptions.defaults());
   }
 
-  /** See {@link MsgQueueRepository#publish(QueueSpec, String, PublishOptions)}. */
+  @Override
   public long publish(QueueSpec spec, String json, PublishOptions options) {
     JSONB payload = payloads.validate(json);
     return publishOne(spec, payload, options);
   }
 
-  /** See {@link MsgQueueRepository#publish(QueueSpec, JSONB)}. */
+  @Override
   public long publish(QueueSpec spec, JSONB payload) {
     return publish(spec, payload, PublishOptions.defaults());
   }
 
-  /** See {@link MsgQueueRepository#publish(QueueSpec, JSONB, PublishOptions)}. */
+  @Override
   public long publish(QueueSpec spec, JSONB payload, PublishOptions options) {
     JSONB validated = payloads.validate(payload);
     return publishOne(spec, validated, options);
   }
 
-  /** See {@link MsgQueueRepository#publishBatch(QueueSpec, List)}. */
+  @Override
   public List<Long> publishBatch(QueueSpec spec, List<String> jsonPayloads) {
     return publishBatch(spec, jsonPayloads, PublishOptions.defaults());
   }
 
-  /** See {@link MsgQueueRepository#publishBatch(QueueSpec, List, PublishOptions)}. */
+  @Override
   public List<Long> publishBatch(QueueSpec spec, List<String> jsonPayloads, PublishOptions options) {
     List<JSONB> validated = payloads.validateAll(jsonPayloads, MAX_BATCH_SIZE);
     Duration ttl = requireValid(spec, options);
@@ -107,12 +93,12 @@ public final class TransactionalQueue {
     return ids;
   }
 
-  /** See {@link MsgQueueRepository#claim(String, int)}. */
+  @Override
   public List<ClaimedMessage> claim(String queueName, int max) {
     return claimValidated(queueName, max, null);
   }
 
-  /** See {@link MsgQueueRepository#claim(String, int, Duration)}. */
+  @Override
   public List<ClaimedMessage> claim(String queueName, int max, Duration lease) {
     return claimValidated(queueName, max, requireValidLease(lease));
   }
@@ -125,78 +111,42 @@ public final class TransactionalQueue {
   private List<ClaimedMessage> claimValidated(String queueName, int max, Duration lease) {
     QueueSpec.requireValidName(queueName);
     Arguments.requireWithin(max, "max", 1, MAX_BATCH_SIZE);
-    long start = System.nanoTime();
-    List<ClaimedMessage> claimed = ClaimStatements.claim(context.statements(), queueName, max, lease,
-        (receipt, payload) -> new ClaimedMessage(queueName, payload, receipt));
-    claimed.sort(Comparator.comparingLong(ClaimedMessage::id));
-    long redelivered = claimed.stream().filter(ClaimedMessage::redelivered).count();
-    if (redelivered > 0) {
-      context.report().redelivered(queueName, (int) redelivered);
-    }
-    context.report().claimed(queueName, claimed.size(), System.nanoTime() - start);
-    return claimed;
+    return consumption.claim(queueName, max, lease);
   }
 
-  /** See {@link MsgQueueRepository#ack(Collection)}. */
+  @Override
   public List<Long> ack(Collection<ClaimedMessage> messages) {
     Arguments.requireNoNulls(messages, "messages");
-    if (messages.isEmpty()) {
-      return List.of();
-    }
-    long start = System.nanoTime();
-    List<Long> acked =
-        new ArrayList<>(ClaimStatements.ack(context.statements(), ClaimedMessage.receipts(messages)));
-    Collections.sort(acked);
-    AckReport.report(context.report(), messages, acked, System.nanoTime() - start);
-    return acked;
+    return messages.isEmpty() ? List.of() : consumption.ack(messages);
   }
 
-  /** See {@link MsgQueueRepository#ack(ClaimedMessage)}. */
+  @Override
   public boolean ack(ClaimedMessage message) {
     return !ack(List.of(Arguments.requireNonNull(message, "message"))).isEmpty();
   }
 
-  /** See {@link MsgQueueRepository#release(ClaimedMessage, Duration)}. */
+  @Override
   public boolean release(ClaimedMessage message, Duration delay) {
     Arguments.requireNonNull(message, "message");
     Arguments.requireWithin(delay, "delay", Duration.ZERO, MsgQueueConfig.MAX_MESSAGE_LIFETIME);
-    boolean released = ClaimStatements.release(context.statements(), message.receipt(), delay) > 0;
-    if (released) {
-      context.report().released(message.queueName());
-    }
-    return released;
+    return consumption.release(message, delay);
   }
 
-  /** See {@link MsgQueueRepository#extendLease(ClaimedMessage, Duration)}. */
+  @Override
   public Optional<ClaimedMessage> extendLease(ClaimedMessage message, Duration lease) {
     Arguments.requireNonNull(message, "message");
     requireValidLease(lease);
-    return ClaimStatements.extendLease(context.statements(), message.receipt(), lease)
-        .map(deadline -> message.withReceipt(message.receipt().extendedTo(deadline)));
+    return consumption.extendLease(message, lease);
   }
 
-  /** See {@link MsgQueueRepository#extendLeases(Collection, Duration)}. */
+  @Override
   public List<ClaimedMessage> extendLeases(Collection<ClaimedMessage> messages, Duration lease) {
     requireMessages(messages);
     requireValidLease(lease);
-    if (messages.isEmpty()) {
-      return List.of();
-    }
-    Map<Long, LocalDateTime> deadlines = new HashMap<>();
-    ClaimStatements.extendLeases(context.statements(), ClaimedMessage.receipts(messages), lease)
-        .forEach(row -> deadlines.put(row.value1(), row.value2()));
-    List<ClaimedMessage> extended = new ArrayList<>(deadlines.size());
-    for (ClaimedMessage message : messages) {
-      LocalDateTime deadline = deadlines.remove(message.id());
-      if (deadline != null) {
-        extended.add(message.withReceipt(message.receipt().extendedTo(deadline)));
-      }
-    }
-    extended.sort(Comparator.comparingLong(ClaimedMessage::id));
-    return extended;
+    return consumption.extendLeases(messages, lease);
   }
 
-  /** See {@link MsgQueueRepository#fail(ClaimedMessage, Throwable, RetryPolicy)}. */
+  @Override
   public FailureOutcome fail(ClaimedMessage message, Throwable error, RetryPolicy policy) {
     Arguments.requireNonNull(message, "message");
     Arguments.requireNonNull(error, "error");
@@ -205,15 +155,10 @@ public final class TransactionalQueue {
       throw new IllegalArgumentException("message " + message.id() + " is in the dead-letter queue \""
           + policy.deadLetterQueue() + "\" already: a dead-letter queue's consumer needs a policy naming another one");
     }
-    FailureOutcome outcome = Retries.fail(context.statements(), message.queueName(), message.receipt(), error, policy,
-        failed -> policy.backoff(failed, () -> ThreadLocalRandom.current().nextDouble()));
-    if (outcome == FailureOutcome.DEAD_LETTERED) {
-      context.report().deadLettered(message.queueName(), 1);
-    }
-    return outcome;
+    return consumption.fail(message, error, policy);
   }
 
-  /** See {@link MsgQueueRepository#republishDeadLetter(long)}. */
+  @Override
   public RepublishOutcome republishDeadLetter(long messageId) {
     Duration ttl = context.config().defaultMessageTtl();
     if (RetryStatements.republish(context.statements(), messageId, ttl).isPresent()) {
@@ -222,21 +167,14 @@ public final class TransactionalQueue {
     return RetryStatements.whyNotRepublished(context.statements(), messageId);
   }
 
-  /** See {@link MsgQueueRepository#bindQueue(QueueSpec)}. */
+  @Override
   public void bindQueue(QueueSpec spec) {
-    Arguments.requireNonNull(spec, "spec");
-    QueueStatements.bind(context.statements(), spec);
-    context.keepAlives().done(spec.name());
+    consumption.bind(Arguments.requireNonNull(spec, "spec"));
   }
 
-  /** See {@link MsgQueueRepository#keepAlive(String)}. */
+  @Override
   public boolean keepAlive(String queueName) {
-    QueueSpec.requireValidName(queueName);
-    boolean written = QueueStatements.keepAlive(context.statements(), queueName) > 0;
-    if (written) {
-      context.keepAlives().done(queueName);
-    }
-    return written;
+    return consumption.keepAlive(QueueSpec.requireValidName(queueName));
   }
 
   /** Validates a batch of claimed messages before any SQL. */

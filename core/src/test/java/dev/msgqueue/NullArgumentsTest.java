@@ -79,6 +79,7 @@ class NullArgumentsTest {
     Map<Class<?>, Object> instances = new HashMap<>();
     instances.put(MsgQueueRepository.class, repository);
     instances.put(TransactionalQueue.class, repository.inTransaction(mock));
+    instances.put(QueueOperations.class, repository);
     instances.put(QueueSpec.class, QueueSpec.durable("q"));
     instances.put(PublishOptions.class, PublishOptions.defaults());
     instances.put(MsgQueueConfig.class, MsgQueueConfig.defaults());

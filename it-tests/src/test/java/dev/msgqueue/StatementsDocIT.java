@@ -120,16 +120,15 @@ class StatementsDocIT {
 
     List<ClaimedMessage> plain = queues.claim("orders", 2);
     queues.ack(plain.get(0));
-    Consumption consumption = new Consumption(queues.context());
-    consumption.ack("orders", ClaimedMessage.receipts(List.of(plain.get(1))));
-    // The default-mode Subscriber's claim, which deletes what it takes, and the release of what it took unstarted.
-    List<ClaimedMessage> taken = consumption.take("orders", 2,
-        (receipt, payload) -> new ClaimedMessage("orders", payload, receipt));
-    consumption.releaseTaken("orders", ClaimedMessage.receipts(taken),
-        taken.stream().map(ClaimedMessage::payload).toList());
+    Consumption consumption = new Consumption(queues.context(), ClaimedMessage.ACCESS);
+    consumption.ackCount("orders", List.of(plain.get(1)));
+    // The at-most-once Subscriber's claim, which deletes what it takes, and the put-back of what it took unstarted,
+    // each in a transaction that reads its own id.
+    List<ClaimedMessage> taken = consumption.take("orders", 2);
+    consumption.putBack(QueueSpec.durable("orders"), taken).attempt();
     List<ClaimedMessage> leased = queues.claim("orders", 6, Duration.ofMinutes(5));
     queues.release(leased.get(0), Duration.ZERO);
-    consumption.release(ClaimedMessage.receipts(List.of(leased.get(1))));
+    consumption.release(List.of(leased.get(1)));
     ClaimedMessage extended = queues.extendLease(leased.get(2), Duration.ofMinutes(5)).orElseThrow();
     queues.extendLeases(List.of(extended, leased.get(3)), Duration.ofMinutes(5));
     queues.fail(leased.get(4), new IllegalStateException("retry"), policy);
@@ -269,7 +268,7 @@ class StatementsDocIT {
   /** The redelivery count a subscriber runs after each lease-mode claim. */
   private static List<ClaimedMessage> countRedeliveries(
       MsgQueueRepository repository, List<ClaimedMessage> claimed, RetryPolicy policy) {
-    return new Consumption(repository.context())
-        .countRedeliveries(claimed.get(0).queueName(), claimed, ClaimedMessage::receipt, policy);
+    return new Consumption(repository.context(), ClaimedMessage.ACCESS)
+        .countRedeliveries(claimed.get(0).queueName(), claimed, policy);
   }
 }

@@ -89,10 +89,10 @@ class TakeIT extends RepositoryFixture {
 
     // Connection A takes two in a transaction it then rolls back; connection B takes while A is uncommitted.
     assertThatThrownBy(() -> db.dsl().transaction(tx -> {
-      List<Long> held = ClaimStatements.take(tx.dsl(), spec.name(), 2, (receipt, payload) -> receipt.id());
+      List<Long> held = ClaimStatements.take(tx.dsl(), spec.name(), 2, (receipt, payload) -> receipt.id()).messages();
       assertThat(held).containsExactlyInAnyOrder(ids.get(0), ids.get(1));
       List<Long> other = inOtherTransactionWithLockTimeout(consumer ->
-          ClaimStatements.take(consumer, spec.name(), 10, (receipt, payload) -> receipt.id()));
+          ClaimStatements.take(consumer, spec.name(), 10, (receipt, payload) -> receipt.id()).messages());
       assertThat(other).as("skipped, not waited for").containsExactlyInAnyOrder(ids.get(2), ids.get(3));
       throw new IllegalStateException("roll back (expected by the test)");
     })).hasMessage("roll back (expected by the test)");
@@ -111,7 +111,7 @@ class TakeIT extends RepositoryFixture {
     db.dsl().transaction(tx -> {
       assertThat(releaseTaken(tx.dsl(), spec, taken)).containsExactly(id);
       List<Long> other = inOtherTransactionWithLockTimeout(consumer ->
-          ClaimStatements.take(consumer, spec.name(), 10, (receipt, payload) -> receipt.id()));
+          ClaimStatements.take(consumer, spec.name(), 10, (receipt, payload) -> receipt.id()).messages());
       assertThat(other).as("an uncommitted release is invisible to others").isEmpty();
     });
     assertThat(take(spec, 10)).extracting(ClaimedMessage::id).containsExactly(id);
@@ -155,7 +155,7 @@ class TakeIT extends RepositoryFixture {
     db.dsl().transaction(tx -> {
       tx.dsl().selectFrom(MESSAGE_QUEUE).where(MESSAGE_QUEUE.NAME.eq(spec.name())).forUpdate().fetch();
       List<Long> taken = inOtherTransactionWithLockTimeout(consumer ->
-          ClaimStatements.take(consumer, spec.name(), 10, (receipt, payload) -> receipt.id()));
+          ClaimStatements.take(consumer, spec.name(), 10, (receipt, payload) -> receipt.id()).messages());
       assertThat(taken).containsExactlyInAnyOrderElementsOf(ids);
     });
   }
@@ -252,8 +252,7 @@ class TakeIT extends RepositoryFixture {
   }
 
   private List<ClaimedMessage> take(QueueSpec spec, int max) {
-    return new Consumption(repository.context())
-        .take(spec.name(), max, (receipt, payload) -> new ClaimedMessage(spec.name(), payload, receipt));
+    return new Consumption(repository.context(), ClaimedMessage.ACCESS).take(spec.name(), max);
   }
 
   private static List<Long> releaseTaken(org.jooq.DSLContext ctx, QueueSpec spec, List<ClaimedMessage> messages) {
@@ -261,7 +260,7 @@ class TakeIT extends RepositoryFixture {
     String[] payloads = messages.stream().map(ClaimedMessage::payload).toArray(String[]::new);
     Long[] expiries = messages.stream().map(message -> ServerTime.epochMillis(message.receiptDeadline()))
         .toArray(Long[]::new);
-    return ClaimStatements.releaseTaken(ctx, spec.name(), ids, payloads, expiries);
+    return ClaimStatements.releaseTaken(ctx, spec.name(), ids, payloads, expiries).messages();
   }
 
   private <T> T inOtherTransactionWithLockTimeout(java.util.function.Function<org.jooq.DSLContext, T> work) {

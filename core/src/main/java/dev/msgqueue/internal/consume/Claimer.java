@@ -5,7 +5,6 @@ import static dev.msgqueue.internal.consume.PipelineContext.NEVER;
 import dev.msgqueue.ClaimedMessage;
 import java.util.List;
 import java.util.concurrent.RejectedExecutionException;
-import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
@@ -62,11 +61,11 @@ final class Claimer {
   private long recheckNanos = FIRST_RECHECK_NANOS; // guarded by claimLock
   private long idlePollNanos; // guarded by claimLock
   private long followUpAt = NEVER; // guarded by claimLock
-  private ScheduledFuture<?> nextPoll; // guarded by claimLock
+  private PipelineThreads.Cancellable nextPoll; // guarded by claimLock
   private final AtomicLong wakeCount = new AtomicLong();
   private final AtomicBoolean waitingForRoom = new AtomicBoolean();
 
-  private volatile boolean running = true;
+  private volatile boolean running = true; // written under claimLock
 
   Claimer(PipelineContext context, Runnable messagesReady, IntSupplier unwrittenAcks) {
     this.context = context;
@@ -93,7 +92,7 @@ final class Claimer {
   void wake() {
     wakeCount.incrementAndGet();
     synchronized (claimLock) {
-      followUpAt = System.nanoTime() + followUpNanos;
+      followUpAt = context.now() + followUpNanos;
       claimNow();
     }
   }
@@ -103,9 +102,15 @@ final class Claimer {
     return running;
   }
 
-  /** No claim is sent from now on. */
+  /**
+   * No claim is sent from now on, and a claim that returns from now on hands its messages back: a claim puts its
+   * messages to work under the same lock, so each claim's messages are either with the handlers (where close finds
+   * them) or handed back by the claim itself.
+   */
   void stop() {
-    running = false;
+    synchronized (claimLock) {
+      running = false;
+    }
   }
 
   /** The most messages claimed or being claimed at once and not yet handled (running, waiting or asked for). */
@@ -187,11 +192,16 @@ final class Claimer {
 
   /** @return how many messages the claim found, or -1 if its statement failed (its room is given back either way) */
   private int claimAndDispatch(int wanted) {
-    long claimedAt = System.nanoTime(); // before the statement: never later than the deadline the server stores
+    long claimedAt = context.now(); // before the statement: never later than the deadline the server stores
     List<ClaimedMessage> claimed;
     try {
       claimed = context.store.claim(wanted);
       context.claimRounds.incrementAndGet();
+    } catch (UnansweredCommit e) {
+      // Its messages keep their room until the server tells whether the take committed.
+      slots.release(wanted - e.taken().size());
+      context.retrying.run(new ResolveTake(e, claimedAt));
+      return -1;
     } catch (RuntimeException | Error e) {
       slots.release(wanted);
       if (e instanceof VirtualMachineError fatal) {
@@ -217,32 +227,85 @@ final class Claimer {
             e.toString());
       }
     }
-    if (!running) {
-      slots.release(wanted);
-      releaseClaimedWhileClosing(claimed);
-      return found;
-    }
     slots.release(wanted - claimed.size());
-    for (ClaimedMessage message : claimed) {
-      Held entry = new Held(message, claimedAt, claimedAt + context.leaseNanos);
-      context.held.put(message.id(), entry);
-      context.ready.add(entry);
-    }
-    if (!claimed.isEmpty()) {
-      messagesReady.run();
-    }
+    dispatch(claimed, claimedAt);
     return found;
   }
 
-  private void releaseClaimedWhileClosing(List<ClaimedMessage> claimed) {
+  /**
+   * Puts claimed messages (whose room is taken) to work, or hands them back if the subscriber is closing: under the
+   * claim lock, so that {@link #stop} comes either before (handed back here) or after (close finds them held).
+   */
+  private void dispatch(List<ClaimedMessage> claimed, long claimedAt) {
     if (claimed.isEmpty()) {
       return;
     }
-    try {
-      context.handBack(claimed);
-    } catch (RuntimeException e) {
-      log.error("could not release {} message(s) of \"{}\" claimed during close after {} attempts{}", claimed.size(),
-          queue, PipelineContext.HAND_BACK_ATTEMPTS, context.unsettledFate(), e);
+    synchronized (claimLock) {
+      if (running) {
+        for (ClaimedMessage message : claimed) {
+          Held entry = new Held(message, claimedAt, claimedAt + context.leaseNanos);
+          context.held.put(message.id(), entry);
+          context.ready.add(entry);
+        }
+        messagesReady.run();
+        return;
+      }
+    }
+    slots.release(claimed.size());
+    context.handBack(claimed);
+  }
+
+  /**
+   * A take whose commit went unanswered: asks the server whether its transaction committed. If it did, the messages
+   * are this subscriber's and go to work (or back, when closing); if not, they are still in the queue. If the server
+   * cannot tell within the attempts, they are counted as perhaps lost and logged with their ids: delivering them
+   * could deliver them twice, the one thing the at-most-once mode rules out.
+   */
+  private final class ResolveTake implements Retrying.Act {
+    private static final int ATTEMPTS = 8;
+    private final UnansweredCommit unanswered;
+    private final long claimedAt;
+
+    ResolveTake(UnansweredCommit unanswered, long claimedAt) {
+      this.unanswered = unanswered;
+      this.claimedAt = claimedAt;
+    }
+
+    @Override
+    public int attempts() {
+      return ATTEMPTS;
+    }
+
+    @Override
+    public void attempt(int attempt) {
+      List<ClaimedMessage> taken = unanswered.taken();
+      if (context.store.committed(unanswered.transactionId())) {
+        log.warn("subscriber of \"{}\": the commit of a take of {} message(s) went unanswered, and the server says it"
+            + " committed: they are handled", queue, taken.size());
+        dispatch(taken, claimedAt);
+      } else {
+        log.warn("subscriber of \"{}\": the commit of a take of {} message(s) went unanswered, and the server says it"
+            + " did not commit: they are still in the queue", queue, taken.size());
+        slots.release(taken.size());
+      }
+      claimIfWaiting();
+    }
+
+    @Override
+    public void gaveUp(RuntimeException last) {
+      List<ClaimedMessage> taken = unanswered.taken();
+      slots.release(taken.size());
+      context.unresolved.addAndGet(taken.size());
+      context.store.perhapsLost(taken.size());
+      log.error("subscriber of \"{}\": the commit of a take of {} message(s) went unanswered and the server could not"
+          + " tell whether it committed (transaction {}); if it did they are lost, if not they are delivered from"
+          + " the queue: ids {}", queue, taken.size(), unanswered.transactionId(), PipelineContext.ids(taken), last);
+      claimIfWaiting();
+    }
+
+    @Override
+    public String describe() {
+      return "asking whether an unanswered take of " + unanswered.taken().size() + " message(s) committed";
     }
   }
 
@@ -269,7 +332,7 @@ final class Claimer {
       if (claimsInFlight > 0) {
         return; // the last claim to return decides
       }
-      long now = System.nanoTime();
+      long now = context.now();
       long wait;
       if (claimFailed) {
         wait = pollNanos;
@@ -320,7 +383,7 @@ final class Claimer {
 
   private void cancelNextPoll() {
     if (nextPoll != null) {
-      nextPoll.cancel(false);
+      nextPoll.cancel();
       nextPoll = null;
     }
   }

@@ -27,13 +27,14 @@ public final class ConsumerPipeline {
   private final AckBatcher acks;
   private final SubscriberHousekeeping housekeeping;
   private final AtomicBoolean closed = new AtomicBoolean();
+  private volatile boolean handlersFinished;
 
-  /** A pipeline on {@code threads}, which it {@link ConsumerThreads#release releases} on close. */
+  /** A pipeline on {@code threads}, which it {@link PipelineThreads#release releases} on close. */
   public ConsumerPipeline(ConsumerStore store, MessageHandler handler, PipelineSettings settings,
-      ConsumerThreads threads) {
+      PipelineThreads threads) {
     this.context = new PipelineContext(store, settings, threads);
     // Each room knows only the rooms it hands work to; the two hand-offs back go through this coordinator.
-    this.acks = new AckBatcher(context, this::housekeepingStopped, this::housekeepingAt, this::ackWritten);
+    this.acks = new AckBatcher(context, this::housekeepingStopped, this::ackWritten);
     this.housekeeping = new SubscriberHousekeeping(context, acks);
     this.claimer = new Claimer(context, this::messagesReady, acks::unwritten);
     this.handlers = new HandlerPool(context, handler, claimer, acks, housekeeping);
@@ -43,16 +44,12 @@ public final class ConsumerPipeline {
     return housekeeping.stopped();
   }
 
-  private void housekeepingAt(long atNanos) {
-    housekeeping.scheduleHousekeeping(atNanos);
-  }
-
   private void ackWritten() {
     claimer.ackWritten();
   }
 
   private void messagesReady() {
-    handlers.startHandlerThread();
+    handlers.startHandlerTask();
   }
 
   /** Binds the queue and sends the first claim. On failure nothing keeps running and the threads are released. */
@@ -62,7 +59,6 @@ public final class ConsumerPipeline {
     } catch (RuntimeException e) {
       claimer.stop();
       closed.set(true);
-      handlers.shutDownNow();
       context.threads.release();
       throw e;
     }
@@ -123,9 +119,15 @@ public final class ConsumerPipeline {
     return claimer.mostHeld();
   }
 
+  /** Messages of at-most-once takes whose commit went unanswered and whose outcome the server could not tell. */
+  public long unresolved() {
+    return context.unresolved.get();
+  }
+
   /**
-   * Stops claiming, waits for the claims in flight, releases the buffered (claimed, not started) messages, lets the
-   * running handlers finish within {@code timeout}, flushes their acks and returns; releases the shared threads.
+   * Stops claiming, waits for the claims in flight, hands back the buffered (claimed, not started) messages, lets the
+   * running handlers finish within {@code timeout}, flushes their acks, makes the remaining attempts of failed acks and
+   * hand-backs, and returns; releases the shared threads.
    *
    * @return whether every running handler finished within the timeout
    */
@@ -133,13 +135,13 @@ public final class ConsumerPipeline {
     claimer.stop();
     handlers.stopStarting();
     if (!closed.compareAndSet(false, true)) {
-      return handlers.isTerminated();
+      return handlersFinished;
     }
     long deadline = System.nanoTime() + timeout.toNanos();
     boolean finishedInTime = false;
     try {
-      // A claim that returns from now on releases its messages itself, so handlers and claims are awaited together.
-      finishedInTime = handlers.shutDown(deadline);
+      // A claim that returns from now on hands its messages back itself, so handlers and claims are awaited together.
+      finishedInTime = handlers.awaitHandlers(deadline);
       claimer.awaitClaims(deadline);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
@@ -148,20 +150,22 @@ public final class ConsumerPipeline {
       log.warn("subscriber of \"{}\" closed with {} handler(s) still running after {}; they are interrupted and not"
           + " acked ({})", context.queue, handlers.running(), timeout,
           context.lease != null ? "redelivered after their lease" : "they were taken by their claim and are lost");
-      handlers.shutDownNow();
+      handlers.interruptHandlers();
     }
     housekeeping.stop();
-    // Nothing else runs for this subscriber now: this thread owns the receipts.
+    // Nothing else runs for this subscriber now but handlers that overran: this thread owns the receipts.
     acks.flushAllAcks();
     housekeeping.settleFailures();
     for (Held message : context.held.values()) {
-      if (message.startedNanos == 0 && !message.done) {
+      if (message.handBack()) {
         context.unstarted.add(message);
       }
     }
-    housekeeping.releaseUnstarted();
+    housekeeping.handBackUnstarted();
+    context.retrying.drain();
     context.threads.release();
-    log.info("subscriber of \"{}\" closed: {} acked, {} failed, {} released unstarted", context.queue,
+    handlersFinished = finishedInTime;
+    log.info("subscriber of \"{}\" closed: {} acked, {} failed, {} handed back unstarted", context.queue,
         context.acked.get(), context.failed.get(), context.released.get());
     return finishedInTime;
   }

@@ -5,9 +5,10 @@ import dev.msgqueue.FailureOutcome;
 import java.util.List;
 
 /**
- * Everything the pipeline asks of the database, for one queue. Each call is one short statement (or transaction) on a
- * connection of its own; calls may run concurrently from several threads. Failures are thrown as the repository's
- * runtime exceptions.
+ * The pipeline's one road to the database: every act of one subscriber on its queue, in the subscriber's mode. Each
+ * call is one short statement or transaction on a connection of its own; calls may run concurrently from several
+ * threads. Failures are thrown as the repository's runtime exceptions. {@link QueueStore} is the one implementation;
+ * the pipeline's tests drive it over one of their own.
  */
 public interface ConsumerStore {
   /** The queue consumed. */
@@ -17,25 +18,34 @@ public interface ConsumerStore {
   void bindQueue();
 
   /**
-   * Claims at most {@code max} messages, lowest id first, in the subscriber's mode: in lease mode under a lease; in the
-   * default mode it takes them (deletes them as it returns them), so they need no ack.
+   * Claims at most {@code max} messages, lowest id first, in the subscriber's mode: in lease mode under a lease; in
+   * the at-most-once mode it takes them (deletes them as it returns them, in a transaction), so they need no ack.
+   *
+   * @throws UnansweredCommit if a take's commit went unanswered; {@link #committed} tells later whether it took them
    */
   List<ClaimedMessage> claim(int max);
+
+  /**
+   * Whether a transaction committed ({@link UnansweredCommit#transactionId()}).
+   *
+   * @throws RuntimeException while that is not known yet (the server still runs it, or cannot be reached)
+   */
+  boolean committed(long transactionId);
 
   /** Lease mode with a retry policy: counts redeliveries and dead-letters those past the limit. */
   List<ClaimedMessage> countRedeliveries(List<ClaimedMessage> claimed);
 
   /** Lease mode: deletes the messages whose receipt still matches; at most {@code batchSize} of them. @return how many */
-  int ack(List<ClaimedMessage> receipts);
+  int ack(List<ClaimedMessage> handled);
 
   /**
-   * Hands back claimed messages, claimable at once: in lease mode those whose receipt still matches are PENDING again;
-   * in the default mode the taken messages are put back under their ids. @return the ids released
+   * Hands claimed messages back, claimable at once: in lease mode those whose receipt still matches are PENDING again;
+   * in the at-most-once mode the taken messages are put back under their ids.
    */
-  List<Long> release(List<ClaimedMessage> receipts);
+  HandBack handBack(List<ClaimedMessage> claimed);
 
   /** Lease mode: renews the leases; @return the messages still held, under their new receipts */
-  List<ClaimedMessage> extendLeases(List<ClaimedMessage> receipts);
+  List<ClaimedMessage> extendLeases(List<ClaimedMessage> held);
 
   /** Lease mode with a retry policy: settles a message whose handler threw. */
   FailureOutcome fail(ClaimedMessage message, Throwable error);
@@ -50,6 +60,9 @@ public interface ConsumerStore {
   /** Reports a handler's run to the repository's events. */
   void handled(long nanos, boolean failed);
 
-  /** Reports a message its claim took (default mode) as acked: its handler returned, and no ack statement follows. */
+  /** Reports a message its claim took (at-most-once mode) as acked: its handler returned, and no ack statement follows. */
   void settledByItsHandler();
+
+  /** Reports taken messages whose take's outcome could not be learned: perhaps lost (at-most-once mode). */
+  void perhapsLost(int messages);
 }

@@ -2,24 +2,22 @@ package dev.msgqueue.internal.consume;
 
 import dev.msgqueue.ClaimedMessage;
 import dev.msgqueue.MessageHandler;
-import dev.msgqueue.internal.support.DaemonThreads;
-import java.util.concurrent.LinkedBlockingQueue;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.RejectedExecutionException;
-import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.slf4j.Logger;
 
 /**
- * The handler room: up to {@code concurrency} threads of this subscriber run the handler on the ready messages,
- * started while messages wait and ended when idle. A handled message goes to the {@link AckBatcher} (lease mode; in
- * the default mode its claim took it, so it is settled as it returns); a failed one to
- * the retry policy (through a housekeeping round), or is left to its mode; one that waited past half its lease, or
- * comes up while closing, is not started and is released.
+ * The handler room: up to {@code concurrency} tasks on the shared handler threads run the handler on the ready
+ * messages, started while messages wait. A handled message goes to the {@link AckBatcher} (lease mode; in the
+ * at-most-once mode its claim took it, so it is settled as it returns); a failed one to the retry policy (through a
+ * housekeeping round), or is left to its mode; one that waited past half its lease, or comes up while closing, is not
+ * started and is handed back.
  */
 final class HandlerPool {
   private static final Logger log = PipelineContext.LOG;
-  private static final long HANDLER_IDLE_SECONDS = 10;
 
   private final PipelineContext context;
   private final Claimer claimer;
@@ -28,9 +26,12 @@ final class HandlerPool {
   private final MessageHandler handler;
   private final String queue;
   private final int concurrency;
-  private final ThreadPoolExecutor handlers;
-  private final AtomicInteger busyHandlerThreads = new AtomicInteger();
+  /** Handler tasks submitted or running: never more than {@code concurrency}. */
+  private final AtomicInteger busyHandlerTasks = new AtomicInteger();
+  /** The threads running this subscriber's handler tasks right now, to interrupt on a close that times out. */
+  private final Set<Thread> handlerThreads = ConcurrentHashMap.newKeySet();
   private final AtomicInteger inFlight = new AtomicInteger();
+  private final Object idle = new Object();
   private volatile boolean stopping;
 
   HandlerPool(PipelineContext context, MessageHandler handler, Claimer claimer, AckBatcher acks,
@@ -42,84 +43,109 @@ final class HandlerPool {
     this.handler = handler;
     this.queue = context.queue;
     this.concurrency = context.settings.concurrency();
-    this.handlers = new ThreadPoolExecutor(concurrency, concurrency, HANDLER_IDLE_SECONDS, TimeUnit.SECONDS,
-        new LinkedBlockingQueue<>(), DaemonThreads.numbered("msgqueue-handler-" + queue));
-    handlers.allowCoreThreadTimeOut(true);
   }
 
-  /** From now on a message that comes up is not started but released. */
+  /** From now on a message that comes up is not started but handed back. */
   void stopStarting() {
     stopping = true;
   }
 
-  /** Lets the running handlers finish and waits until {@code deadline}. @return whether they all finished */
-  boolean shutDown(long deadline) throws InterruptedException {
-    handlers.shutdown();
-    return handlers.awaitTermination(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+  /** Waits until {@code deadline} (of {@link System#nanoTime()}) for the handler tasks to end. @return whether they did */
+  boolean awaitHandlers(long deadline) throws InterruptedException {
+    synchronized (idle) {
+      while (busyHandlerTasks.get() > 0) {
+        long remaining = deadline - System.nanoTime();
+        if (remaining <= 0) {
+          return false;
+        }
+        TimeUnit.NANOSECONDS.timedWait(idle, remaining);
+      }
+      return true;
+    }
   }
 
   /** Interrupts the handlers still running. */
-  void shutDownNow() {
-    handlers.shutdownNow();
+  void interruptHandlers() {
+    handlerThreads.forEach(Thread::interrupt);
   }
 
   /**
-   * Puts one more handler thread to work on the ready messages, unless {@code concurrency} already are. Each handler
-   * thread that takes a message while more are ready starts the next one, so threads join only while messages wait
-   * for them: a batch of quick handlers costs a hand-off or two, not one per message.
+   * Puts one more handler task to work on the ready messages, unless {@code concurrency} already are. Each handler
+   * task that takes a message while more are ready starts the next one, so tasks join only while messages wait for
+   * them: a batch of quick handlers costs a hand-off or two, not one per message.
    */
-  void startHandlerThread() {
-    if (reserveHandlerThread()) {
+  void startHandlerTask() {
+    if (reserveHandlerTask()) {
       try {
-        handlers.execute(this::handleReady);
+        context.threads.executeHandler(this::handleReady);
       } catch (RejectedExecutionException e) {
-        // Only after close() stopped the handlers; close() releases the messages.
-        busyHandlerThreads.decrementAndGet();
+        // Only after the shared threads were released on close; close() hands the messages back.
+        handlerTaskEnded();
       }
     }
   }
 
-  private boolean reserveHandlerThread() {
+  private boolean reserveHandlerTask() {
     while (true) {
-      int busy = busyHandlerThreads.get();
+      int busy = busyHandlerTasks.get();
       if (busy >= concurrency) {
         return false;
       }
-      if (busyHandlerThreads.compareAndSet(busy, busy + 1)) {
+      if (busyHandlerTasks.compareAndSet(busy, busy + 1)) {
         return true;
+      }
+    }
+  }
+
+  private void handlerTaskEnded() {
+    if (busyHandlerTasks.decrementAndGet() == 0) {
+      synchronized (idle) {
+        idle.notifyAll();
       }
     }
   }
 
   /** Handles ready messages until there are none; the re-check after leaving picks up one made ready meanwhile. */
   private void handleReady() {
-    do {
-      try {
-        Held entry;
-        while ((entry = context.ready.poll()) != null) {
-          if (!context.ready.isEmpty()) {
-            startHandlerThread();
+    Thread self = Thread.currentThread();
+    handlerThreads.add(self);
+    try {
+      do {
+        try {
+          Held entry;
+          while ((entry = context.ready.poll()) != null) {
+            if (!context.ready.isEmpty()) {
+              startHandlerTask();
+            }
+            handle(entry);
           }
-          handle(entry);
+        } finally {
+          handlerTaskEnded();
         }
-      } finally {
-        busyHandlerThreads.decrementAndGet();
-      }
-    } while (!context.ready.isEmpty() && reserveHandlerThread());
+      } while (!context.ready.isEmpty() && reserveHandlerTask());
+    } finally {
+      handlerThreads.remove(self);
+      Thread.interrupted(); // an interrupt meant for this subscriber's handler must not reach the next task
+    }
   }
 
   private void handle(Held entry) {
-    boolean started = false;
     long leaseNanos = context.leaseNanos;
+    boolean started = false;
     try {
-      if (stopping || (context.lease != null && System.nanoTime() - entry.claimedNanos > leaseNanos / 2)) {
-        // Closing, or it waited so long that its lease could run out while it runs: not started, released.
-        context.unstarted.add(entry);
-        housekeeping.requestHousekeeping();
+      boolean tooLate = context.lease != null && context.now() - entry.claimedNanos > leaseNanos / 2;
+      if (stopping || tooLate) {
+        // Closing, or it waited so long that its lease could run out while it runs: not started, handed back.
+        if (entry.handBack()) {
+          context.unstarted.add(entry);
+          housekeeping.requestHousekeeping();
+        }
         return;
       }
+      if (!entry.start(context.now())) {
+        return; // close is handing it back
+      }
       started = true;
-      entry.startedNanos = System.nanoTime();
       inFlight.incrementAndGet();
       if (context.lease != null) {
         housekeeping.renewBy(entry.leaseEndsNanos - leaseNanos / 2);
@@ -127,7 +153,7 @@ final class HandlerPool {
       try {
         handler.handle(entry.receipt);
       } catch (Exception | Error e) {
-        context.store.handled(System.nanoTime() - entry.startedNanos, true);
+        context.store.handled(context.now() - entry.startedNanos, true);
         context.failed.incrementAndGet();
         entry.done = true;
         handlerFailed(entry, e);
@@ -136,7 +162,7 @@ final class HandlerPool {
         }
         return;
       }
-      context.store.handled(System.nanoTime() - entry.startedNanos, false);
+      context.store.handled(context.now() - entry.startedNanos, false);
       entry.done = true;
       if (context.lease == null) {
         // Taken by its claim: nothing is left in the database to ack.
@@ -168,13 +194,9 @@ final class HandlerPool {
           context.lease, e);
     } else {
       context.held.remove(message.id());
-      log.error("handler failed on message {} of \"{}\"; it was taken by its claim and is not redelivered (default"
-          + " mode; lease mode redelivers)", message.id(), queue, e);
+      log.error("handler failed on message {} of \"{}\"; it was taken by its claim and is not redelivered"
+          + " (at-most-once mode)", message.id(), queue, e);
     }
-  }
-
-  boolean isTerminated() {
-    return handlers.isTerminated();
   }
 
   /** How many handlers are running right now. */

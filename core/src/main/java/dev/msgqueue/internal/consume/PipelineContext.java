@@ -2,6 +2,7 @@ package dev.msgqueue.internal.consume;
 
 import dev.msgqueue.ClaimedMessage;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -17,7 +18,7 @@ import org.slf4j.LoggerFactory;
 
 /**
  * What the rooms of one subscriber's pipeline share: the store and threads, the settings they all read, the messages
- * held, the hand-offs between rooms, and the counters. It knows none of the rooms.
+ * held, the hand-offs between rooms, the retries, and the counters. It knows none of the rooms.
  */
 final class PipelineContext {
   /**
@@ -28,24 +29,24 @@ final class PipelineContext {
   static final long NEVER = Long.MAX_VALUE;
   /** The most claims (and, separately, ack statements) of one subscriber in flight at once. */
   static final int MAX_STATEMENTS_IN_FLIGHT = 4;
-  /** Attempts of one hand-back statement ({@link #handBack}). */
+  /** Attempts of one hand-back. */
   static final int HAND_BACK_ATTEMPTS = 5;
-  private static final long FIRST_HAND_BACK_RETRY_MILLIS = 50;
 
   final ConsumerStore store;
-  final ConsumerThreads threads;
+  final PipelineThreads threads;
   final PipelineSettings settings;
+  final Retrying retrying;
   final String queue;
   final int batchSize;
   final Duration lease;
   final long leaseNanos;
   final boolean retries;
 
-  /** Every message claimed and not yet acked, failed or released, by id. */
+  /** Every message claimed and not yet acked, failed or handed back, by id. */
   final Map<Long, Held> held = new ConcurrentHashMap<>();
   /** Claimed messages waiting for a handler. */
   final ReadyMessages ready = new ReadyMessages();
-  /** Claimed messages that will not be started: released by the next housekeeping round or by close. */
+  /** Claimed messages that will not be started: handed back by the next housekeeping round or by close. */
   final ConcurrentLinkedQueue<Held> unstarted = new ConcurrentLinkedQueue<>();
   /** Failed handlers waiting for the retry policy (retries only): settled by a housekeeping round or by close. */
   final ConcurrentLinkedQueue<Failure> failures = new ConcurrentLinkedQueue<>();
@@ -63,21 +64,27 @@ final class PipelineContext {
   final AtomicLong failed = new AtomicLong();
   final AtomicLong released = new AtomicLong();
   final AtomicLong deadLettered = new AtomicLong();
+  final AtomicLong unresolved = new AtomicLong();
   final AtomicInteger largestAck = new AtomicInteger();
 
-  PipelineContext(ConsumerStore store, PipelineSettings settings, ConsumerThreads threads) {
+  PipelineContext(ConsumerStore store, PipelineSettings settings, PipelineThreads threads) {
     this.store = store;
     this.settings = settings;
     this.threads = threads;
     this.queue = store.queueName();
+    this.retrying = new Retrying(threads, queue);
     this.batchSize = settings.batchSize();
     this.lease = settings.lease();
     this.retries = settings.retries();
     this.leaseNanos = lease == null ? 0 : lease.toNanos();
   }
 
+  long now() {
+    return threads.nanoTime();
+  }
+
   /**
-   * Takes the receipts lock for reading in lease mode (in default mode receipts never change).
+   * Takes the receipts lock for reading in lease mode (in the at-most-once mode receipts never change).
    *
    * @return the lock to unlock, or null if none was taken
    */
@@ -102,40 +109,48 @@ final class PipelineContext {
   }
 
   /**
-   * Hands {@code messages} back to the queue ({@link ConsumerStore#release}), trying again after 50, 100, 200 and
-   * 400 ms if a statement fails: in the default mode the claim took them, so a hand-back that fails for good loses
-   * them. Safe to repeat in both modes: a second hand-back of the same message changes nothing. Only on close, or
-   * for a claim that returned after close began, so the waits hold up nothing else.
-   *
-   * @return how many were handed back
-   * @throws RuntimeException the last attempt's failure
+   * Hands {@code messages} back to the queue ({@link ConsumerStore#handBack}), in statements of at most a batch,
+   * each repeated by {@link Retrying} if it fails: in the at-most-once mode the claim took them, so a hand-back that
+   * fails for good loses them (logged with their ids).
    */
-  int handBack(List<ClaimedMessage> messages) {
-    long waitMillis = FIRST_HAND_BACK_RETRY_MILLIS;
-    for (int attempt = 1; ; attempt++) {
-      try {
-        int handedBack = store.release(messages).size();
-        released.addAndGet(handedBack);
-        return handedBack;
-      } catch (RuntimeException e) {
-        if (attempt == HAND_BACK_ATTEMPTS) {
-          throw e;
+  void handBack(List<ClaimedMessage> messages) {
+    for (int from = 0; from < messages.size(); from += batchSize) {
+      List<ClaimedMessage> part = List.copyOf(messages.subList(from, Math.min(messages.size(), from + batchSize)));
+      HandBack handBack = store.handBack(part);
+      retrying.run(new Retrying.Act() {
+        @Override
+        public int attempts() {
+          return HAND_BACK_ATTEMPTS;
         }
-        LOG.debug("handing back {} message(s) of \"{}\" failed; trying again", messages.size(), queue, e);
-      }
-      try {
-        Thread.sleep(waitMillis);
-      } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        return store.release(messages).size(); // one last attempt, without waiting
-      }
-      waitMillis *= 2;
+
+        @Override
+        public void attempt(int attempt) {
+          released.addAndGet(handBack.attempt());
+        }
+
+        @Override
+        public void gaveUp(RuntimeException last) {
+          LOG.error("could not hand back {} message(s) of \"{}\" after {} attempts{}: ids {}", part.size(), queue,
+              HAND_BACK_ATTEMPTS, unsettledFate(), ids(part), last);
+        }
+
+        @Override
+        public String describe() {
+          return "handing back " + part.size() + " message(s)";
+        }
+      });
     }
+  }
+
+  static List<Long> ids(List<ClaimedMessage> messages) {
+    List<Long> ids = new ArrayList<>(messages.size());
+    messages.forEach(message -> ids.add(message.id()));
+    return ids;
   }
 
   boolean submit(Runnable task) {
     try {
-      threads.workers().execute(task);
+      threads.execute(task);
       return true;
     } catch (RejectedExecutionException e) {
       return false;

@@ -10,7 +10,6 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.RejectedExecutionException;
-import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.locks.Lock;
@@ -18,10 +17,9 @@ import java.util.concurrent.locks.LockSupport;
 import org.slf4j.Logger;
 
 /**
- * The housekeeping room: one subscriber's rounds, which never overlap. A round makes the due attempts of failed acks,
- * releases messages claimed but not started, settles failed handlers with the retry policy, renews the leases of
- * running handlers (lease mode) and keeps the queue alive once per keep-alive interval. A round runs when asked for
- * and when the next one is due.
+ * The housekeeping room: one subscriber's rounds, which never overlap. A round hands back messages claimed but not
+ * started, settles failed handlers with the retry policy, renews the leases of running handlers (lease mode) and keeps
+ * the queue alive once per keep-alive interval. A round runs when asked for and when the next one is due.
  */
 final class SubscriberHousekeeping {
   /** How long close() waits for a housekeeping round or ack statement already running. */
@@ -34,9 +32,11 @@ final class SubscriberHousekeeping {
   private final long keepAliveNanos;
 
   private final AtomicBoolean housekeepingQueued = new AtomicBoolean();
+  /** Whether a round is running now (not merely queued: a queued round that starts after stop does nothing). */
+  private final AtomicBoolean roundRunning = new AtomicBoolean();
   private volatile boolean housekeepingAgain;
   private volatile boolean housekeeperStopped;
-  private ScheduledFuture<?> nextHousekeeping; // guarded by this
+  private PipelineThreads.Cancellable nextHousekeeping; // guarded by this
   /** When the armed round is due; NEVER once it fired (written under this, read without it by starting handlers). */
   private volatile long nextHousekeepingAt = NEVER;
   private volatile long nextKeepAlive; // written by start() and then by one housekeeping round at a time
@@ -50,7 +50,7 @@ final class SubscriberHousekeeping {
 
   /** Arms the first round for the first keep-alive. */
   void start() {
-    nextKeepAlive = System.nanoTime() + keepAliveNanos;
+    nextKeepAlive = context.now() + keepAliveNanos;
     scheduleHousekeeping(nextKeepAlive);
   }
 
@@ -64,11 +64,11 @@ final class SubscriberHousekeeping {
     housekeeperStopped = true;
     synchronized (this) {
       if (nextHousekeeping != null) {
-        nextHousekeeping.cancel(false);
+        nextHousekeeping.cancel();
       }
     }
     long until = System.nanoTime() + HOUSEKEEPING_STOP_NANOS;
-    while ((housekeepingQueued.get() || acks.flushing()) && System.nanoTime() - until < 0) {
+    while ((roundRunning.get() || acks.flushing()) && System.nanoTime() - until < 0) {
       LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(1));
     }
   }
@@ -85,6 +85,7 @@ final class SubscriberHousekeeping {
 
   private void housekeep() {
     long due = NEVER;
+    roundRunning.set(true);
     try {
       do {
         housekeepingAgain = false;
@@ -96,11 +97,12 @@ final class SubscriberHousekeeping {
     } catch (RuntimeException | Error e) {
       log.error("subscriber of \"{}\": unexpected failure in a housekeeping round; another follows shortly", context.queue,
           e);
-      due = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(100);
+      due = context.now() + TimeUnit.MILLISECONDS.toNanos(100);
       if (e instanceof VirtualMachineError fatal) {
         throw fatal;
       }
     } finally {
+      roundRunning.set(false);
       housekeepingQueued.set(false);
       if (!housekeeperStopped) {
         scheduleHousekeeping(due);
@@ -113,19 +115,18 @@ final class SubscriberHousekeeping {
 
   /** @return when the next round is due */
   private long housekeepingRound() {
-    long nextAckRetry = acks.hasFailedAcks() ? acks.retryFailedAcksLocked() : NEVER;
     if (!context.unstarted.isEmpty()) {
-      releaseUnstarted();
+      handBackUnstarted();
     }
     if (!context.failures.isEmpty()) {
       settleFailures();
     }
     long nextRenewal = context.lease == null ? NEVER : renewLeases();
-    if (System.nanoTime() - nextKeepAlive >= 0) {
+    if (context.now() - nextKeepAlive >= 0) {
       keepAlive();
-      nextKeepAlive = System.nanoTime() + keepAliveNanos;
+      nextKeepAlive = context.now() + keepAliveNanos;
     }
-    return Math.min(nextKeepAlive, Math.min(nextRenewal, nextAckRetry));
+    return Math.min(nextKeepAlive, nextRenewal);
   }
 
   /**
@@ -148,10 +149,10 @@ final class SubscriberHousekeeping {
       return;
     }
     if (nextHousekeeping != null) {
-      nextHousekeeping.cancel(false);
+      nextHousekeeping.cancel();
     }
     try {
-      nextHousekeeping = context.threads.schedule(this::armedRoundDue, atNanos - System.nanoTime());
+      nextHousekeeping = context.threads.schedule(this::armedRoundDue, atNanos - context.now());
       nextHousekeepingAt = atNanos;
     } catch (RejectedExecutionException e) {
       nextHousekeeping = null; // closing
@@ -187,24 +188,17 @@ final class SubscriberHousekeeping {
     }
   }
 
-  /** Releases the messages claimed but never started, so any consumer can claim them at once. */
-  void releaseUnstarted() {
+  /** Hands back the messages claimed but never started, so any consumer can claim them at once. */
+  void handBackUnstarted() {
     List<ClaimedMessage> batch = new ArrayList<>();
     Held entry;
     while ((entry = context.unstarted.poll()) != null) {
       if (context.held.remove(entry.receipt.id(), entry)) {
-        entry.done = true;
         batch.add(entry.receipt);
       }
     }
-    for (int from = 0; from < batch.size(); from += context.batchSize) {
-      List<ClaimedMessage> part = batch.subList(from, Math.min(batch.size(), from + context.batchSize));
-      try {
-        context.handBack(part);
-      } catch (RuntimeException e) {
-        log.error("could not release {} unstarted message(s) of \"{}\" after {} attempts{}", part.size(),
-            context.queue, PipelineContext.HAND_BACK_ATTEMPTS, context.unsettledFate(), e);
-      }
+    if (!batch.isEmpty()) {
+      context.handBack(batch);
     }
   }
 
@@ -215,7 +209,7 @@ final class SubscriberHousekeeping {
    * @return when to look again
    */
   private long renewLeases() {
-    long now = System.nanoTime();
+    long now = context.now();
     long next = NEVER;
     context.receipts.writeLock().lock();
     try {
@@ -243,7 +237,7 @@ final class SubscriberHousekeeping {
       }
       for (int from = 0; from < due.size(); from += context.batchSize) {
         if (!renew(due.subList(from, Math.min(due.size(), from + context.batchSize)))) {
-          return System.nanoTime() + Math.max(TimeUnit.MILLISECONDS.toNanos(1), context.leaseNanos / 20);
+          return context.now() + Math.max(TimeUnit.MILLISECONDS.toNanos(1), context.leaseNanos / 20);
         }
       }
       return next;
@@ -255,7 +249,7 @@ final class SubscriberHousekeeping {
   private boolean renew(List<Held> due) {
     List<ClaimedMessage> current = new ArrayList<>(due.size());
     due.forEach(entry -> current.add(entry.receipt));
-    long renewedAt = System.nanoTime();
+    long renewedAt = context.now();
     try {
       Map<Long, ClaimedMessage> renewed = new HashMap<>();
       for (ClaimedMessage message : context.store.extendLeases(current)) {

@@ -9,6 +9,7 @@ import static org.jooq.impl.DSL.any;
 import static org.jooq.impl.DSL.array;
 import static org.jooq.impl.DSL.arrayAgg;
 import static org.jooq.impl.DSL.field;
+import static org.jooq.impl.DSL.function;
 import static org.jooq.impl.DSL.greatest;
 import static org.jooq.impl.DSL.inline;
 import static org.jooq.impl.DSL.name;
@@ -33,6 +34,7 @@ import org.jooq.Field;
 import org.jooq.JSONB;
 import org.jooq.Param;
 import org.jooq.QuantifiedSelect;
+import org.jooq.Record;
 import org.jooq.Record1;
 import org.jooq.Record2;
 import org.jooq.Record3;
@@ -72,6 +74,8 @@ public final class ClaimStatements {
       field(name(RECEIPT, "deadline"), SQLDataType.LOCALDATETIME(3));
   /** The claim's third column, the receipt deadline in milliseconds, as the rendered claim's result reads it. */
   private static final Field<Long> CLAIM_DEADLINE_MILLIS = field(name("deadline"), SQLDataType.BIGINT);
+  /** The take's and the put-back's last column: the id of the transaction that wrote them, as text. */
+  private static final Field<String> TRANSACTION_ID = field(name("transactionId"), SQLDataType.VARCHAR);
   private static final String ZIPPED = "zipped";
   private static final Field<Long> ZIPPED_ID = field(name(ZIPPED, "id"), SQLDataType.BIGINT);
   private static final Field<Long> ZIPPED_MILLIS = field(name(ZIPPED, "millis"), SQLDataType.BIGINT);
@@ -201,46 +205,78 @@ public final class ClaimStatements {
 
   /**
    * Takes up to {@code max} PENDING items of {@code queue}, lowest id first: deletes them and returns them with their
-   * {@code "expiresAt"} as the receipt deadline (what {@link #releaseTaken} writes back). The Subscriber's default mode (at
-   * most once): a taken item can never be delivered again, so it needs no ack, and a crash loses it just as it loses
-   * an ASSIGNED item that nobody acks.
+   * {@code "expiresAt"} as the receipt deadline (what {@link #releaseTaken} writes back), and the id of the
+   * transaction that deleted them. The Subscriber's at-most-once mode: a taken item can never be delivered again, so
+   * it needs no ack.
+   *
+   * <p>Run inside a transaction: if its commit goes unanswered, {@link #transactionStatus} of the returned
+   * transaction id tells whether the items were taken, so a lost reply neither loses them unseen nor delivers them
+   * twice. A take that deletes nothing is assigned no transaction id.
    *
    * <p>Shape: {@code DELETE ... WHERE id = ANY(ARRAY(SELECT id ... ORDER BY id LIMIT n FOR UPDATE SKIP LOCKED))
-   * RETURNING id, payload, "expiresAt"}, the claim's row search with the claim's condition, and a delete instead of
-   * the update. Why: the claim's update sets {@code status} and {@code "readAfter"}, both in the production expiry
-   * index, so it writes a new row version and three index entries per message, and the ack then deletes it; a delete
-   * writes no index entry. pgbench, PostgreSQL 15, 100,000 items of one queue, batches of 100, two rounds: take
-   * 171,207-172,399 msg/s at one client and 235,989-239,576 at four, against 48,712-48,735 and 73,907-76,384 for the
-   * claim with its ack (docs/benchmark.md). The limit is inlined, as in {@link #claim}.
+   * RETURNING id, payload, "expiresAt", pg_current_xact_id()}, the claim's row search with the claim's condition, and a
+   * delete instead of the update: the claim's update sets {@code status} and {@code "readAfter"}, both in the
+   * production expiry index, so it writes a new row version and three index entries per message, and the ack then
+   * deletes it; a delete writes no index entry (measured: docs/benchmark.md). The limit is inlined, as in
+   * {@link #claim}.
    *
-   * @return the taken messages, in no particular order
+   * @return the taken messages, in no particular order, and the transaction's id (0 if none was taken)
    */
-  public static <T> List<T> take(DSLContext ctx, String queue, int max, ClaimedRow<T> row) {
+  public static <T> Taken<T> take(DSLContext tx, String queue, int max, ClaimedRow<T> row) {
     List<T> taken = new ArrayList<>(Math.min(max, 1_000));
+    long transactionId = 0;
     var rendered = RenderedStatements
-        .resultQuery(ctx, new TakeShape(max), () -> takePending(ctx, queue, max), queue)
-        .coerce(I.ID, I.PAYLOAD, CLAIM_DEADLINE_MILLIS);
-    for (Record3<Long, JSONB, Long> r : rendered.fetch()) {
+        .resultQuery(tx, new TakeShape(max), () -> takePending(tx, queue, max), queue)
+        .coerce(I.ID, I.PAYLOAD, CLAIM_DEADLINE_MILLIS, TRANSACTION_ID);
+    for (Record4<Long, JSONB, Long, String> r : rendered.fetch()) {
       taken.add(row.claimed(new Receipt(r.value1(), fromEpochMillis(r.value3()), false), r.value2()));
+      transactionId = Long.parseLong(r.value4());
     }
-    return taken;
+    return new Taken<>(taken, transactionId);
   }
+
+  /**
+   * What a take returned: the messages and the id of the transaction that deleted them (0 if it deleted none).
+   *
+   * @param transactionId the full (epoch-extended) transaction id, for {@link #transactionStatus}
+   */
+  public record Taken<T>(List<T> messages, long transactionId) { }
 
   /** What the take's text depends on besides the queue. */
   private record TakeShape(int max) { }
 
   /** The statement {@link #take} runs. */
-  public static ResultQuery<Record3<Long, JSONB, Long>> takePending(DSLContext ctx, String queue, int max) {
+  public static ResultQuery<Record4<Long, JSONB, Long, String>> takePending(DSLContext ctx, String queue, int max) {
     return ctx.deleteFrom(I)
         .where(I.ID.eq(lockedPendingIds(queue, max)))
-        .returningResult(I.ID, I.PAYLOAD, epochMillis(I.EXPIRES_AT));
+        .returningResult(I.ID, I.PAYLOAD, epochMillis(I.EXPIRES_AT), currentTransactionId());
+  }
+
+  /**
+   * The id of the running transaction, as text ({@code xid8}, which jOOQ has no type for, read through its text
+   * form). It assigns the transaction an id if it has none: use it only in statements that write.
+   */
+  static Field<String> currentTransactionId() {
+    return function("pg_current_xact_id", SQLDataType.OTHER).cast(SQLDataType.VARCHAR);
+  }
+
+  /**
+   * Whether a recent transaction committed, by its full id ({@code pg_xact_status}): {@code "committed"},
+   * {@code "aborted"}, {@code "in progress"}, or {@code null} if it is too old for the server to know.
+   */
+  public static String transactionStatus(DSLContext ctx, long transactionId) {
+    // A cast to xid8 as a template: jOOQ has no data type for xid8.
+    return ctx.select(function("pg_xact_status", SQLDataType.VARCHAR,
+            field("cast({0} as xid8)", SQLDataType.OTHER, val(Long.toString(transactionId)))))
+        .fetchOne(Record1::value1);
   }
 
   /**
    * Puts taken items that no handler started back into {@code queue}: under their own ids (so they keep their place,
-   * lowest id first), PENDING, claimable at once, with the expiry they were taken with. A second release of the same
-   * item (a retry after a connection failure whose commit did in fact happen) inserts nothing: {@code ON CONFLICT DO
-   * NOTHING} on the primary key.
+   * lowest id first), PENDING, claimable at once, with the expiry they were taken with. Items there already are left
+   * alone ({@code ON CONFLICT DO NOTHING} on the primary key). Run inside a transaction: it returns the transaction's
+   * id, so a put-back whose commit goes unanswered is repeated only if {@link #transactionStatus} says it did not
+   * commit; repeating a committed one would put back items another consumer took meanwhile, delivering them twice.
    *
    * <p>Plain SQL around typed names and fields because jOOQ cannot render {@code OVERRIDING SYSTEM VALUE}, which an
    * insert of an explicit value into the {@code GENERATED ALWAYS} identity needs. The three arrays are zipped with
@@ -249,11 +285,17 @@ public final class ClaimStatements {
    *
    * @param payloads the payloads' JSON text, in the order of {@code ids}
    * @param expiresAtMillis the items' {@code "expiresAt"} in {@link ServerTime#epochMillis(Field) milliseconds}
-   * @return the ids put back (those not there already)
+   * @return the ids put back (those not there already) and the transaction's id (0 if it put back none)
    */
-  public static List<Long> releaseTaken(DSLContext ctx, String queue, Long[] ids, String[] payloads,
+  public static Taken<Long> releaseTaken(DSLContext tx, String queue, Long[] ids, String[] payloads,
       Long[] expiresAtMillis) {
-    return releaseTakenQuery(ctx, queue, ids, payloads, expiresAtMillis).fetch(0, Long.class);
+    List<Long> released = new ArrayList<>(ids.length);
+    long transactionId = 0;
+    for (Record r : releaseTakenQuery(tx, queue, ids, payloads, expiresAtMillis).fetch()) {
+      released.add(r.get(0, Long.class));
+      transactionId = Long.parseLong(r.get(1, String.class));
+    }
+    return new Taken<>(released, transactionId);
   }
 
   /** The statement {@link #releaseTaken} runs. */
@@ -266,12 +308,12 @@ public final class ClaimStatements {
         "insert into {0} ({1}, {2}, {3}, {4}, {5}) overriding system value"
             + " select {6}, cast({7} as jsonb), {8}, {9}, {10}"
             + " from unnest({11}, {12}, {13}) as taken (id, payload, millis)"
-            + " on conflict ({1}) do nothing returning {1}",
+            + " on conflict ({1}) do nothing returning {1}, {14}",
         I, I.ID.getUnqualifiedName(), I.PAYLOAD.getUnqualifiedName(), I.READ_AFTER.getUnqualifiedName(),
         I.EXPIRES_AT.getUnqualifiedName(), I.QUEUE_ID.getUnqualifiedName(),
         takenId, takenPayload, utcNow(), fromEpochMillis(takenMillis), val(queue, I.QUEUE_ID),
         val(ids, BIGINT_ARRAY), val(payloads, SQLDataType.CLOB.getArrayDataType()),
-        val(expiresAtMillis, BIGINT_ARRAY));
+        val(expiresAtMillis, BIGINT_ARRAY), currentTransactionId());
   }
 
   /**

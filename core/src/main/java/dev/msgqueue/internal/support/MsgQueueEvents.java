@@ -26,6 +26,12 @@ public interface MsgQueueEvents {
   /** A release released one message of {@code queue}. */
   default void released(String queue) { }
 
+  /**
+   * The commit of an at-most-once take of {@code messages} messages of {@code queue} went unanswered and its outcome
+   * could not be learned: they are lost if it committed, and in the queue still if it did not.
+   */
+  default void takeUnresolved(String queue, int messages) { }
+
   /** A claim took {@code messages} messages of {@code queue} that had been claimed before. */
   default void redelivered(String queue, int messages) { }
 
