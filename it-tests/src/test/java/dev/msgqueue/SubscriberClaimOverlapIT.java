@@ -22,6 +22,8 @@ import java.util.function.BooleanSupplier;
 import java.util.stream.IntStream;
 import org.jooq.ExecuteContext;
 import org.jooq.ExecuteListener;
+import org.jooq.TransactionContext;
+import org.jooq.TransactionListener;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -30,8 +32,9 @@ import org.junit.jupiter.api.extension.ExtendWith;
 /**
  * Claims that overlap when the {@link Subscriber}'s prefetch leaves room for several (here four batches): quick handlers get a second claim in flight
  * while the first is still in the database, within the room ({@code concurrency + prefetch}); busy handlers get a
- * batch or two ahead of them, not the whole prefetch. A jOOQ listener on the repository's context holds a claim
- * statement after it ran (its rows taken, its result not yet returned), so each interleaving is forced, not timed.
+ * batch or two ahead of them, not the whole prefetch. A jOOQ listener on the repository's context holds a claim after
+ * it ran (its rows taken: a take once its transaction committed; its result not yet returned), so each interleaving is
+ * forced, not timed.
  */
 @ExtendWith(MsgQueueDatabaseExtension.class)
 class SubscriberClaimOverlapIT {
@@ -51,7 +54,7 @@ class SubscriberClaimOverlapIT {
   SubscriberClaimOverlapIT(TestDatabase db) {
     this.pool = db.pool(12);
     this.rows = new QueueRows(db.dsl());
-    this.repository = RepositoryFixture.listenedRepository(pool, claims, MsgQueueConfig.defaults());
+    this.repository = RepositoryFixture.listenedRepository(pool, claims, claims, MsgQueueConfig.defaults());
   }
 
   @AfterEach
@@ -213,7 +216,10 @@ class SubscriberClaimOverlapIT {
    * thread after its statement ran; the third claim also records how many messages were claimed then. Can hold the first
    * ack statement before it runs.
    */
-  private final class ClaimWatch implements ExecuteListener {
+  private final class ClaimWatch implements ExecuteListener, TransactionListener {
+    /** A take ran on this thread and waits for its transaction to commit. */
+    private final ThreadLocal<Boolean> takeUncommitted = ThreadLocal.withInitial(() -> false);
+    private final ThreadLocal<Boolean> inTransaction = ThreadLocal.withInitial(() -> false);
     final AtomicInteger mostInFlight = new AtomicInteger();
     volatile int claimedWhenThirdRan = -1;
     private final AtomicInteger inFlight = new AtomicInteger();
@@ -257,10 +263,37 @@ class SubscriberClaimOverlapIT {
     }
 
     @Override
+    public void beginEnd(TransactionContext ctx) {
+      inTransaction.set(true);
+    }
+
+    @Override
+    public void commitEnd(TransactionContext ctx) {
+      inTransaction.set(false);
+      if (takeUncommitted.get()) {
+        takeUncommitted.set(false);
+        claimRan();
+      }
+    }
+
+    @Override
+    public void rollbackEnd(TransactionContext ctx) {
+      commitEnd(ctx);
+    }
+
+    @Override
     public void executeEnd(ExecuteContext ctx) {
       if (!isClaim(ctx)) {
         return;
       }
+      if (inTransaction.get()) {
+        takeUncommitted.set(true); // its rows are taken once its transaction commits
+        return;
+      }
+      claimRan();
+    }
+
+    private void claimRan() {
       int nth = seen.incrementAndGet();
       if (nth == 3) {
         claimedWhenThirdRan = OVERLAP_MESSAGES - rows.pendingOf("overlap");

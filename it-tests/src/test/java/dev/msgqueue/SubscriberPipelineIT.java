@@ -186,7 +186,8 @@ class SubscriberPipelineIT {
     }
     String shared = subscribers.get(0).sharedThreadPrefix();
     // Other test classes run in this JVM at the same time: count this repository's threads and the listener's.
-    BooleanSupplier bounded = () -> threadsNamed(shared + "-") + threadsNamed("msgqueue-handler-idle-") + 1 <= 100;
+    String handlers = shared.replace("msgqueue-consume-", "msgqueue-handler-");
+    BooleanSupplier bounded = () -> threadsNamed(shared + "-") + threadsNamed(handlers + "-") + 1 <= 100;
     assertThat(bounded.getAsBoolean()).as("msgqueue threads with %d idle subscribers", queues).isTrue();
 
     Subscriber target = subscribers.get(137);

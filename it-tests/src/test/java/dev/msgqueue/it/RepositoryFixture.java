@@ -12,9 +12,11 @@ import java.util.ArrayList;
 import java.util.List;
 import javax.sql.DataSource;
 import org.jooq.ExecuteListener;
+import org.jooq.TransactionListener;
 import org.jooq.SQLDialect;
 import org.jooq.impl.DSL;
 import org.jooq.impl.DefaultExecuteListenerProvider;
+import org.jooq.impl.DefaultTransactionListenerProvider;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.extension.ExtendWith;
 
@@ -66,6 +68,19 @@ public abstract class RepositoryFixture {
     return MsgQueueRepository.create(
         DSL.using(pool, SQLDialect.POSTGRES).configuration()
             .derive(new DefaultExecuteListenerProvider(listener)).dsl(),
+        config);
+  }
+
+  /**
+   * {@link #listenedRepository(DataSource, ExecuteListener, MsgQueueConfig)} whose transactions {@code transactions}
+   * sees too: for tests that act when a statement's transaction commits (a take's), not when the statement ran.
+   */
+  public static MsgQueueRepository listenedRepository(
+      DataSource pool, ExecuteListener listener, TransactionListener transactions, MsgQueueConfig config) {
+    return MsgQueueRepository.create(
+        DSL.using(pool, SQLDialect.POSTGRES).configuration()
+            .derive(new DefaultExecuteListenerProvider(listener))
+            .derive(new DefaultTransactionListenerProvider(transactions)).dsl(),
         config);
   }
 
