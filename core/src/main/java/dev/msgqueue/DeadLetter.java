@@ -11,8 +11,9 @@ import java.time.Instant;
  *     puts it back
  * @param deadLetterQueue the queue it is in now
  * @param deliveries how many deliveries it had, every one failed (a handler threw, or its lease ran out)
- * @param errorClass the class of the last delivery's error, or {@value #LEASE_EXPIRED} if the last delivery's lease
- *     ran out (its consumer died, hung or lost its connection); {@code null} if none was given
+ * @param errorClass the class of the last delivery's error, {@value #LEASE_EXPIRED} if the last delivery's lease
+ *     ran out, or {@value #TRANSACTION_ENDED} if its held transaction ended without commit (either way its consumer
+ *     died, hung or lost its connection); {@code null} if none was given
  * @param errorMessage the last error's message (at most {@value #MAX_ERROR_MESSAGE_CHARS} characters), or
  *     {@code null}
  * @param deadLetteredAt when it moved to the dead-letter queue
@@ -31,6 +32,11 @@ public record DeadLetter(
 
   /** The error class recorded for a delivery whose lease ran out without an ack, release or failure. */
   public static final String LEASE_EXPIRED = "msgqueue:lease-expired";
+  /**
+   * The error class recorded for a delivery whose held transaction ended without commit
+   * ({@link ConsumeMode#TRANSACTION}): its consumer died, hung past the transaction timeout, or lost its connection.
+   */
+  public static final String TRANSACTION_ENDED = "msgqueue:transaction-ended";
   /** The longest error message kept; longer ones are cut. */
   public static final int MAX_ERROR_MESSAGE_CHARS = 4_000;
 }

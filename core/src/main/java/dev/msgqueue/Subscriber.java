@@ -2,9 +2,13 @@ package dev.msgqueue;
 
 import dev.msgqueue.internal.consume.ConsumerPipeline;
 import dev.msgqueue.internal.consume.ConsumerThreads;
+import dev.msgqueue.internal.consume.HeldConnections;
+import dev.msgqueue.internal.consume.HeldPipeline;
+import dev.msgqueue.internal.consume.Pipeline;
 import dev.msgqueue.internal.consume.PipelineSettings;
 import dev.msgqueue.internal.consume.QueueStore;
 import dev.msgqueue.internal.support.Arguments;
+import dev.msgqueue.internal.support.Contexts;
 import java.time.Duration;
 
 /**
@@ -93,33 +97,68 @@ public final class Subscriber implements AutoCloseable {
   public static final Duration DEFAULT_MAX_IDLE_POLL_INTERVAL = Duration.ofSeconds(30);
   /** The longest close timeout, of {@link Builder#closeTimeout} and {@link #close(Duration)}. */
   public static final Duration MAX_CLOSE_TIMEOUT = Duration.ofHours(1);
+  /** The default lease of {@link ConsumeMode#LEASE}. */
+  public static final Duration DEFAULT_LEASE = Duration.ofSeconds(30);
+  /** The default of {@link Builder#transactionTimeout}. */
+  public static final Duration DEFAULT_TRANSACTION_TIMEOUT = Duration.ofSeconds(60);
+  /** The shortest {@link Builder#transactionTimeout}. */
+  public static final Duration MIN_TRANSACTION_TIMEOUT = Duration.ofSeconds(1);
+  /** The longest {@link Builder#transactionTimeout}. */
+  public static final Duration MAX_TRANSACTION_TIMEOUT = Duration.ofHours(1);
+  /**
+   * What {@link ConsumeMode#TRANSACTION} appends to the queue's name for the dead-letter queue of its default retry
+   * policy ({@link RetryPolicy#defaults}).
+   */
+  public static final String DEFAULT_DEAD_LETTER_SUFFIX = "-dead-letters";
 
   private final QueueSpec queue;
+  private final ConsumeMode mode;
   private final Duration closeTimeout;
-  private final ConsumerPipeline pipeline;
+  private final Pipeline pipeline;
   private final Runnable unregisterWakeups;
 
-  private Subscriber(Builder builder) {
+  private Subscriber(Builder builder, RetryPolicy retryPolicy, HeldConnections connections) {
     this.queue = builder.queue;
+    this.mode = builder.mode;
     this.closeTimeout = builder.closeTimeout;
     WakeupListener wakeups = builder.wakeups;
     MsgQueueConfig config = builder.repository.config();
+    Duration lease = mode == ConsumeMode.LEASE ? builder.effectiveLease() : null;
     PipelineSettings settings = new PipelineSettings(builder.concurrency, builder.batchSize,
-        builder.effectivePrefetch(), builder.pollInterval, builder.maxIdlePollInterval, builder.lease, builder.retryPolicy != null,
-        builder.maxHandlerTime, builder.ackDelay, config.keepAliveInterval(), config.wakeupWindow(),
-        wakeups == null ? null : wakeups::isListening);
-    this.pipeline = new ConsumerPipeline(
-        new QueueStore(builder.repository.context(), ClaimedMessage.ACCESS, queue, builder.lease, builder.retryPolicy),
-        builder.handler, settings, ConsumerThreads.acquire(builder.repository));
+        builder.effectivePrefetch(), builder.pollInterval, builder.maxIdlePollInterval, lease,
+        retryPolicy != null && mode == ConsumeMode.LEASE, builder.maxHandlerTime, builder.ackDelay,
+        config.keepAliveInterval(), config.wakeupWindow(), wakeups == null ? null : wakeups::isListening);
+    QueueStore store = new QueueStore(builder.repository.context(), ClaimedMessage.ACCESS, queue, mode, lease,
+        retryPolicy, builder.transactionTimeout);
+    ConsumerThreads threads = ConsumerThreads.acquire(builder.repository);
+    if (mode == ConsumeMode.TRANSACTION) {
+      this.pipeline = new HeldPipeline(store, builder.transactionalHandler(), settings, builder.transactionTimeout,
+          threads, connections);
+    } else {
+      this.pipeline = new ConsumerPipeline(store, builder.handler, settings, threads);
+    }
     this.unregisterWakeups = wakeups == null ? () -> { } : wakeups.register(queue.name(), pipeline::wake);
   }
 
   /**
    * A builder for a subscriber of {@code queue} on {@code repository} (whose configuration gives the keep-alive
-   * interval and the wake-up window).
+   * interval and the wake-up window), in {@link ConsumeMode#TRANSACTION} unless {@link Builder#mode} says otherwise.
    */
   public static Builder builder(MsgQueueRepository repository, QueueSpec queue, MessageHandler handler) {
-    return new Builder(repository, queue, handler);
+    return new Builder(repository, queue, Arguments.requireNonNull(handler, "handler"), null);
+  }
+
+  /**
+   * A builder for a subscriber of {@code queue} whose handler writes in the transaction that holds its message
+   * ({@link ConsumeMode#TRANSACTION}, the only mode it takes): its writes commit exactly when the message is removed.
+   */
+  public static Builder builder(MsgQueueRepository repository, QueueSpec queue, TransactionalMessageHandler handler) {
+    return new Builder(repository, queue, null, Arguments.requireNonNull(handler, "handler"));
+  }
+
+  /** The mode this subscriber delivers in. */
+  public ConsumeMode mode() {
+    return mode;
   }
 
   public QueueSpec queue() {
@@ -213,6 +252,9 @@ public final class Subscriber implements AutoCloseable {
     private final MsgQueueRepository repository;
     private final QueueSpec queue;
     private final MessageHandler handler;
+    private final TransactionalMessageHandler transactionalHandler;
+    private ConsumeMode mode = ConsumeMode.TRANSACTION;
+    private Duration transactionTimeout = DEFAULT_TRANSACTION_TIMEOUT;
     private int concurrency = DEFAULT_CONCURRENCY;
     private int batchSize = DEFAULT_BATCH_SIZE;
     private Integer prefetch; // null: DEFAULT_PREFETCH_BATCHES batches
@@ -225,10 +267,38 @@ public final class Subscriber implements AutoCloseable {
     private WakeupListener wakeups;
     private Duration closeTimeout = Duration.ofSeconds(30);
 
-    private Builder(MsgQueueRepository repository, QueueSpec queue, MessageHandler handler) {
+    private Builder(MsgQueueRepository repository, QueueSpec queue, MessageHandler handler,
+        TransactionalMessageHandler transactionalHandler) {
       this.repository = Arguments.requireNonNull(repository, "repository");
       this.queue = Arguments.requireNonNull(queue, "queue");
-      this.handler = Arguments.requireNonNull(handler, "handler");
+      this.handler = handler;
+      this.transactionalHandler = transactionalHandler;
+    }
+
+    /**
+     * How messages are delivered: {@link ConsumeMode#TRANSACTION} (the default, at least once, the handler's writes
+     * commit with the message's removal), {@link ConsumeMode#LEASE} (at least once, for handlers longer than a
+     * transaction should stay open) or {@link ConsumeMode#AT_MOST_ONCE}. The table on {@link ConsumeMode} compares
+     * them.
+     */
+    public Builder mode(ConsumeMode value) {
+      this.mode = Arguments.requireNonNull(value, "mode");
+      return this;
+    }
+
+    /**
+     * {@link ConsumeMode#TRANSACTION}: the longest a held transaction may stay idle while a handler runs, and on
+     * PostgreSQL 17 and later the longest it may last, both enforced by the server, which ends a session past it
+     * (its messages come back at once, and the delivery counts as failed). A lane stops starting handlers once half of
+     * it has passed since it locked its batch and commits what it handled, so a batch of slow handlers ends well
+     * within it: a single handler longer than half of it belongs in {@link ConsumeMode#LEASE}. In
+     * [{@link Subscriber#MIN_TRANSACTION_TIMEOUT}, {@link Subscriber#MAX_TRANSACTION_TIMEOUT}]; default
+     * {@link Subscriber#DEFAULT_TRANSACTION_TIMEOUT}.
+     */
+    public Builder transactionTimeout(Duration value) {
+      this.transactionTimeout = Arguments.requireWithin(value, "transactionTimeout", MIN_TRANSACTION_TIMEOUT,
+          MAX_TRANSACTION_TIMEOUT);
+      return this;
     }
 
     /** How many handlers run at once, in [1, 1000]; default {@value Subscriber#DEFAULT_CONCURRENCY}. */
@@ -287,9 +357,10 @@ public final class Subscriber implements AutoCloseable {
     }
 
     /**
-     * Turns on lease mode: a message not acked within {@code value} (a handler that threw, or a crashed process) is
-     * redelivered, at-least-once. While a handler runs its lease is renewed, up to {@link #maxHandlerTime}. Default:
-     * off (at-most-once).
+     * {@link ConsumeMode#LEASE}: how long a claim holds a message: one not acked within it (a handler that threw, or
+     * a crashed process) is redelivered. While a handler runs its lease is renewed, up to {@link #maxHandlerTime}.
+     * Default {@link Subscriber#DEFAULT_LEASE}; in [1 ms, a year]. Only for lease mode: set
+     * {@code mode(ConsumeMode.LEASE)} too.
      */
     public Builder lease(Duration value) {
       this.lease = MsgQueueRepository.requireValidLease(value);
@@ -297,11 +368,13 @@ public final class Subscriber implements AutoCloseable {
     }
 
     /**
-     * Lease mode: what happens to a message whose handler throws. With a policy, the message is retried after the
-     * policy's exponential backoff with jitter, and moved to its dead-letter queue after {@code maxDeliveries}
-     * deliveries (a delivery whose lease ran out, as in a crash, counts too); see
-     * {@link MsgQueueRepository#fail}. Without one (the default) it is redelivered when its lease runs out,
-     * without limit until it expires. Requires {@link #lease}.
+     * What happens to a message whose handler throws: it is retried after the policy's exponential backoff with
+     * jitter, and moved to its dead-letter queue after {@code maxDeliveries} deliveries; deliveries cut short by a
+     * crash count too (a lease that ran out, a held transaction that ended without commit). See
+     * {@link MsgQueueRepository#fail}. {@link ConsumeMode#TRANSACTION}: default
+     * {@code RetryPolicy.defaults(queue + "-dead-letters")}. {@link ConsumeMode#LEASE}: without one (the default)
+     * a failed message is redelivered when its lease runs out, without limit until it expires. Not for
+     * {@link ConsumeMode#AT_MOST_ONCE}.
      */
     public Builder retryPolicy(RetryPolicy value) {
       this.retryPolicy = Arguments.requireNonNull(value, "retryPolicy");
@@ -348,6 +421,29 @@ public final class Subscriber implements AutoCloseable {
       return prefetch == null ? Math.min(MAX_PREFETCH, DEFAULT_PREFETCH_BATCHES * batchSize) : prefetch;
     }
 
+    Duration effectiveLease() {
+      return lease == null ? DEFAULT_LEASE : lease;
+    }
+
+    /** The handler as the held-transaction mode runs it. */
+    TransactionalMessageHandler transactionalHandler() {
+      return transactionalHandler != null ? transactionalHandler : (message, transaction) -> handler.handle(message);
+    }
+
+    /** The retry policy the mode runs with: the one set, or the held-transaction mode's default. */
+    private RetryPolicy effectiveRetryPolicy() {
+      if (retryPolicy != null || mode != ConsumeMode.TRANSACTION) {
+        return retryPolicy;
+      }
+      String deadLetters = queue.name() + DEFAULT_DEAD_LETTER_SUFFIX;
+      try {
+        return RetryPolicy.defaults(deadLetters);
+      } catch (IllegalArgumentException e) {
+        throw new IllegalArgumentException("the default dead-letter queue of \"" + queue.name() + "\" ("
+            + e.getMessage() + "): set a retryPolicy naming one", e);
+      }
+    }
+
     /**
      * Binds the queue (creating it, or updating its attributes to the spec) and starts claiming.
      *
@@ -359,20 +455,49 @@ public final class Subscriber implements AutoCloseable {
       Arguments.requireWithin(effectivePrefetch(), "prefetch", 0, MAX_PREFETCH);
       Arguments.requireWithin(pollInterval, "pollInterval", MIN_POLL_INTERVAL, MAX_POLL_INTERVAL);
       Arguments.requireWithin(maxIdlePollInterval, "maxIdlePollInterval", MIN_POLL_INTERVAL, MAX_POLL_INTERVAL);
+      Arguments.requireWithin(transactionTimeout, "transactionTimeout", MIN_TRANSACTION_TIMEOUT,
+          MAX_TRANSACTION_TIMEOUT);
       if (lease != null) {
         MsgQueueRepository.requireValidLease(lease);
+        if (mode != ConsumeMode.LEASE) {
+          throw new IllegalArgumentException("a lease is set but the mode is " + mode + ": the lease applies to"
+              + " ConsumeMode.LEASE, set mode(ConsumeMode.LEASE) too (TRANSACTION is the default mode)");
+        }
       }
-      if (retryPolicy != null && lease == null) {
-        throw new IllegalArgumentException("retryPolicy needs lease mode: set a lease too");
+      if (transactionalHandler != null && mode != ConsumeMode.TRANSACTION) {
+        throw new IllegalArgumentException("a handler that takes the transaction runs in ConsumeMode.TRANSACTION"
+            + " only, and the mode is " + mode);
       }
-      if (retryPolicy != null && retryPolicy.deadLetterQueue().equals(queue.name())) {
+      if (retryPolicy != null && mode == ConsumeMode.AT_MOST_ONCE) {
+        throw new IllegalArgumentException("a retry policy needs an at-least-once mode (TRANSACTION or LEASE), and the"
+            + " mode is AT_MOST_ONCE");
+      }
+      RetryPolicy policy = effectiveRetryPolicy();
+      if (policy != null && policy.deadLetterQueue().equals(queue.name())) {
         throw new IllegalArgumentException("the retry policy's dead-letter queue must be another queue than \""
             + queue.name() + "\"");
       }
       Arguments.requirePositiveAtMost(maxHandlerTime, "maxHandlerTime", MsgQueueConfig.MAX_MESSAGE_LIFETIME);
       Arguments.requireWithin(ackDelay, "ackDelay", Duration.ZERO, MAX_ACK_DELAY);
       Arguments.requireWithin(closeTimeout, "closeTimeout", Duration.ZERO, MAX_CLOSE_TIMEOUT);
-      Subscriber subscriber = new Subscriber(this);
+      HeldConnections connections = null;
+      if (mode == ConsumeMode.TRANSACTION) {
+        if (Contexts.overOneConnection(repository.context().statements())) {
+          throw new IllegalArgumentException("ConsumeMode.TRANSACTION needs a repository that takes connections from"
+              + " a pool or data source, not one bound to a single connection");
+        }
+        connections = HeldConnections.acquire(repository, repository.context().own(),
+            HeldPipeline.connectionsFor(concurrency), queue.name());
+      }
+      Subscriber subscriber;
+      try {
+        subscriber = new Subscriber(this, policy, connections);
+      } catch (RuntimeException | Error e) {
+        if (connections != null) {
+          connections.release();
+        }
+        throw e;
+      }
       try {
         subscriber.pipeline.start();
       } catch (RuntimeException e) {

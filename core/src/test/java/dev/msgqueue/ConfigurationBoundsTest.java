@@ -95,8 +95,14 @@ class ConfigurationBoundsTest {
     assertThatThrownBy(() -> builder.closeTimeout(Duration.ofMillis(-1))).isInstanceOf(IllegalArgumentException.class);
     assertThatThrownBy(() -> builder.lease(YEAR.multipliedBy(1_000))).isInstanceOf(IllegalArgumentException.class)
         .hasMessageContaining("lease");
+    assertThatThrownBy(() -> builder.transactionTimeout(Subscriber.MAX_TRANSACTION_TIMEOUT.plusNanos(1)))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("transactionTimeout");
+    assertThatThrownBy(() -> builder.transactionTimeout(Duration.ofMillis(999)))
+        .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("transactionTimeout");
     assertThatCode(() -> builder.pollInterval(Subscriber.MAX_POLL_INTERVAL).closeTimeout(Subscriber.MAX_CLOSE_TIMEOUT)
-        .maxIdlePollInterval(Subscriber.MIN_POLL_INTERVAL).lease(MsgQueueConfig.MAX_MESSAGE_LIFETIME)).doesNotThrowAnyException();
+        .maxIdlePollInterval(Subscriber.MIN_POLL_INTERVAL).mode(ConsumeMode.LEASE)
+        .lease(MsgQueueConfig.MAX_MESSAGE_LIFETIME).transactionTimeout(Subscriber.MAX_TRANSACTION_TIMEOUT))
+        .doesNotThrowAnyException();
   }
 
   @Test
@@ -109,8 +115,9 @@ class ConfigurationBoundsTest {
       }
       return null;
     }, statements);
+    // A mock context is one connection: the held-transaction mode needs a pool, the claiming modes do not.
     Subscriber subscriber = Subscriber.builder(repository(ctx), QueueSpec.durable("q"), m -> { })
-        .pollInterval(Subscriber.MIN_POLL_INTERVAL).start();
+        .mode(ConsumeMode.AT_MOST_ONCE).pollInterval(Subscriber.MIN_POLL_INTERVAL).start();
     try {
       long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
       while (statements.get() < 6 && System.nanoTime() < deadline) {

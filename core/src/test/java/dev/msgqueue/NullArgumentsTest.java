@@ -48,7 +48,7 @@ class NullArgumentsTest {
    */
   private static final Set<Class<?>> NOT_ENTRY_POINTS = Set.of(QueueStatistics.class, HousekeepingRun.class,
       HousekeepingRun.Outcome.class, FailureOutcome.class, RepublishOutcome.class, DeadLetter.class, MessageHandler.class,
-      WakeupListener.ConnectionFactory.class);
+      WakeupListener.ConnectionFactory.class, TransactionalMessageHandler.class, ConsumeMode.class);
   /** "Class.method#index": null means "the default" there. */
   private static final Set<String> NULLABLE = Set.of(
       "PublishOptions.<init>#0", // ttl: the configured default TTL
@@ -63,7 +63,8 @@ class NullArgumentsTest {
       MsgQueueRepository.create(new PGSimpleDataSource(), MsgQueueConfig.defaults());
   private final ClaimedMessage claimed = new ClaimedMessage("q", JSONB.valueOf("{}"), new Receipt(1, LocalDateTime.now(), false));
   private final Subscriber subscriber =
-      Subscriber.builder(repository, QueueSpec.durable("q"), m -> { }).pollInterval(Duration.ofHours(1)).start();
+      Subscriber.builder(repository, QueueSpec.durable("q"), m -> { }).mode(ConsumeMode.AT_MOST_ONCE)
+          .pollInterval(Duration.ofHours(1)).start();
   private final WakeupListener listener = WakeupListener.start(() -> {
     throw new SQLException("no database in this test");
   });
@@ -222,6 +223,10 @@ class NullArgumentsTest {
       return pooled;
     } else if (type == MessageHandler.class) {
       return (MessageHandler) m -> { };
+    } else if (type == TransactionalMessageHandler.class) {
+      return (TransactionalMessageHandler) (m, tx) -> { };
+    } else if (type == ConsumeMode.class) {
+      return ConsumeMode.AT_MOST_ONCE;
     } else if (type == WakeupListener.ConnectionFactory.class) {
       return (WakeupListener.ConnectionFactory) () -> {
         throw new SQLException("unused");

@@ -226,7 +226,7 @@ class LeastPrivilegeIT {
       awaitTrue(listener::isListening, "the LISTEN connection is up");
       try (Subscriber subscriber = Subscriber.builder(repository, QueueSpec.durable("events"),
               message -> handled.add(message.payload()))
-          .lease(Duration.ofSeconds(30))
+          .mode(ConsumeMode.LEASE).lease(Duration.ofSeconds(30))
           .pollInterval(Duration.ofMinutes(1)) // so only a wake-up can deliver within the wait below
           .wakeups(listener)
           .start()) {

@@ -418,7 +418,7 @@ class LedgerChaosIT {
           lastDelivered.set(System.nanoTime());
           onDelivery.run();
         })
-        .lease(LEASE)
+        .mode(ConsumeMode.LEASE).lease(LEASE)
         .retryPolicy(RETRY)
         .concurrency(4)
         .batchSize(10)

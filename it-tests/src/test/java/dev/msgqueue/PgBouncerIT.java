@@ -265,7 +265,7 @@ class PgBouncerIT {
       Map<Long, AtomicInteger> deliveries) {
     return Subscriber.builder(repository, queue,
             message -> deliveries.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet())
-        .lease(Duration.ofSeconds(60))
+        .mode(ConsumeMode.LEASE).lease(Duration.ofSeconds(60))
         .concurrency(4)
         .batchSize(16)
         .pollInterval(Duration.ofSeconds(5))

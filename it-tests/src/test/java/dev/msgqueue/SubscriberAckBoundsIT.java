@@ -93,7 +93,7 @@ class SubscriberAckBoundsIT {
     Subscriber subscriber = started(Subscriber.builder(repository, spec, message -> {
       handled.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet();
       allHandled.countDown();
-    }).concurrency(4).batchSize(25).pollInterval(POLL).lease(LEASE));
+    }).mode(ConsumeMode.AT_MOST_ONCE).concurrency(4).batchSize(25).pollInterval(POLL).mode(ConsumeMode.LEASE).lease(LEASE));
 
     await("every message acked", () -> itemsOf(spec) == 0);
     subscriber.close();
@@ -117,8 +117,8 @@ class SubscriberAckBoundsIT {
       assertThat(allHandled.await(AWAIT_SECONDS, TimeUnit.SECONDS)).isTrue();
       await("close() called", () -> subscriber.get().isClosing());
     };
-    subscriber.set(Subscriber.builder(repository, spec, message -> allHandled.countDown())
-        .concurrency(4).batchSize(10).ackDelay(Duration.ofSeconds(1)).pollInterval(POLL).lease(LEASE).start());
+    subscriber.set(Subscriber.builder(repository, spec, message -> allHandled.countDown()).mode(ConsumeMode.AT_MOST_ONCE)
+        .concurrency(4).batchSize(10).ackDelay(Duration.ofSeconds(1)).pollInterval(POLL).mode(ConsumeMode.LEASE).lease(LEASE).start());
     assertThat(allHandled.await(AWAIT_SECONDS, TimeUnit.SECONDS)).isTrue();
     assertThat(subscriber.get().close(Duration.ofSeconds(30))).isTrue();
 
@@ -158,7 +158,7 @@ class SubscriberAckBoundsIT {
       subscriber.set(Subscriber.builder(repository, spec, message -> {
         handled.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet();
         allHandled.countDown();
-      }).concurrency(2).batchSize(20).ackDelay(Duration.ofSeconds(1)).pollInterval(POLL).lease(LEASE).start());
+      }).mode(ConsumeMode.AT_MOST_ONCE).concurrency(2).batchSize(20).ackDelay(Duration.ofSeconds(1)).pollInterval(POLL).mode(ConsumeMode.LEASE).lease(LEASE).start());
       toClose.add(subscriber.get());
       assertThat(allHandled.await(AWAIT_SECONDS, TimeUnit.SECONDS)).isTrue();
       assertThat(CompletableFuture.supplyAsync(() -> subscriber.get().close(Duration.ofSeconds(30)))
@@ -195,7 +195,7 @@ class SubscriberAckBoundsIT {
     try (Connection admin = db.connect()) {
       statements.killFirstAck(admin);
       // The lease outlasts the wait in handleAll: a message is acked by the retry, or the test fails.
-      handled = handleAll(spec, builder -> builder.concurrency(2).batchSize(10).lease(Duration.ofMinutes(10)));
+      handled = handleAll(spec, builder -> builder.concurrency(2).batchSize(10).mode(ConsumeMode.LEASE).lease(Duration.ofMinutes(10)));
     }
 
     assertThat(statements.targetFailures.get()).isEqualTo(1);
@@ -239,8 +239,8 @@ class SubscriberAckBoundsIT {
       throws InterruptedException {
     Map<Long, AtomicInteger> handled = new ConcurrentHashMap<>();
     Subscriber subscriber = started(settings.apply(Subscriber.builder(repository, spec,
-        message -> handled.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet())
-        .pollInterval(POLL).lease(LEASE)));
+        message -> handled.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet()).mode(ConsumeMode.AT_MOST_ONCE)
+        .pollInterval(POLL).mode(ConsumeMode.LEASE).lease(LEASE)));
     await("every message acked", () -> itemsOf(spec) == 0);
     subscriber.close();
     return handled;

@@ -56,7 +56,7 @@ class SubscriberBatchingIT extends RepositoryFixture {
     repository.bindQueue(spec);
     repository.publishBatch(spec, IntStream.range(0, 1_000).mapToObj(Integer::toString).toList());
     AtomicInteger handled = new AtomicInteger();
-    Subscriber subscriber = started(Subscriber.builder(repository, spec, message -> handled.incrementAndGet())
+    Subscriber subscriber = started(Subscriber.builder(repository, spec, message -> handled.incrementAndGet()).mode(ConsumeMode.AT_MOST_ONCE)
         .concurrency(4).batchSize(100));
 
     await("all handled and acked", () -> subscriber.acked() == 1_000);
@@ -80,7 +80,7 @@ class SubscriberBatchingIT extends RepositoryFixture {
       if (slow.get()) {
         Thread.sleep(300);
       }
-    }).concurrency(1).batchSize(100).prefetch(50).ackDelay(Subscriber.MAX_ACK_DELAY).pollInterval(POLL));
+    }).mode(ConsumeMode.AT_MOST_ONCE).concurrency(1).batchSize(100).prefetch(50).ackDelay(Subscriber.MAX_ACK_DELAY).pollInterval(POLL));
     slow.set(true);
     await("the first messages handled", () -> handled.size() >= 2);
 
@@ -102,7 +102,7 @@ class SubscriberBatchingIT extends RepositoryFixture {
     Subscriber subscriber = started(Subscriber.builder(repository, spec, message -> {
       deliveries.computeIfAbsent(message.id(), k -> new AtomicInteger()).incrementAndGet();
       Thread.sleep(6_000);
-    }).concurrency(2).lease(Duration.ofSeconds(2)).pollInterval(POLL));
+    }).mode(ConsumeMode.AT_MOST_ONCE).concurrency(2).mode(ConsumeMode.LEASE).lease(Duration.ofSeconds(2)).pollInterval(POLL));
 
     await("acked", () -> subscriber.acked() == 1);
     Thread.sleep(2_500); // more than a lease: a redelivery would show now
@@ -121,7 +121,7 @@ class SubscriberBatchingIT extends RepositoryFixture {
       if (deliveries.incrementAndGet() == 1) {
         Thread.sleep(4_000); // far past maxHandlerTime + lease
       }
-    }).concurrency(2).lease(Duration.ofMillis(600)).maxHandlerTime(Duration.ofMillis(700)).pollInterval(POLL));
+    }).mode(ConsumeMode.AT_MOST_ONCE).concurrency(2).mode(ConsumeMode.LEASE).lease(Duration.ofMillis(600)).maxHandlerTime(Duration.ofMillis(700)).pollInterval(POLL));
 
     await("redelivered while the first handler still runs", () -> deliveries.get() == 2);
     await("the second delivery acked", () -> subscriber.acked() == 1);
@@ -143,7 +143,7 @@ class SubscriberBatchingIT extends RepositoryFixture {
     Subscriber subscriber = started(Subscriber.builder(repository, spec, message -> {
       deliveries.computeIfAbsent(message.id(), k -> new AtomicInteger()).incrementAndGet();
       Thread.sleep(250);
-    }).concurrency(1).batchSize(12).prefetch(11).lease(Duration.ofSeconds(1)).pollInterval(POLL));
+    }).mode(ConsumeMode.AT_MOST_ONCE).concurrency(1).batchSize(12).prefetch(11).mode(ConsumeMode.LEASE).lease(Duration.ofSeconds(1)).pollInterval(POLL));
 
     await("all acked", () -> subscriber.acked() == 12);
     Thread.sleep(1_200);
@@ -167,7 +167,7 @@ class SubscriberBatchingIT extends RepositoryFixture {
         deliveryTimes.add(System.nanoTime());
         throw new IllegalStateException("poison");
       }
-    }).lease(Duration.ofSeconds(30)).retryPolicy(policy).pollInterval(POLL));
+    }).mode(ConsumeMode.AT_MOST_ONCE).mode(ConsumeMode.LEASE).lease(Duration.ofSeconds(30)).retryPolicy(policy).pollInterval(POLL));
 
     await("dead-lettered", () -> subscriber.deadLettered() == 1);
     assertThat(subscriber.acked()).isOne();
@@ -193,7 +193,7 @@ class SubscriberBatchingIT extends RepositoryFixture {
     failing.failDeletes.set(true); // acks are the subscriber's only DELETE; its claims still work
     Subscriber subscriber = started(Subscriber.builder(faulty, spec, message -> {
       deliveries.computeIfAbsent(message.id(), k -> new AtomicInteger()).incrementAndGet();
-    }).concurrency(4).lease(Duration.ofSeconds(1)).ackDelay(Duration.ofMillis(200)).pollInterval(POLL));
+    }).mode(ConsumeMode.AT_MOST_ONCE).concurrency(4).mode(ConsumeMode.LEASE).lease(Duration.ofSeconds(1)).ackDelay(Duration.ofMillis(200)).pollInterval(POLL));
     await("handled once", () -> deliveries.size() == 3);
     await("an ack flush failed", () -> failing.failures.get() > 0);
     failing.failDeletes.set(false);
@@ -214,7 +214,7 @@ class SubscriberBatchingIT extends RepositoryFixture {
     QueueSpec spec = QueueSpec.autoDeleted("held-queue-row");
     Map<Long, Long> publishedAt = new ConcurrentHashMap<>();
     Map<Long, Long> handledAt = new ConcurrentHashMap<>();
-    started(Subscriber.builder(keepingAlive, spec, message -> handledAt.put(message.id(), System.nanoTime()))
+    started(Subscriber.builder(keepingAlive, spec, message -> handledAt.put(message.id(), System.nanoTime())).mode(ConsumeMode.AT_MOST_ONCE)
         .pollInterval(Duration.ofMillis(100)));
 
     try (Connection holder = db.connect()) {

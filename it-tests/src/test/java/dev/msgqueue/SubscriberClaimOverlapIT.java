@@ -68,11 +68,11 @@ class SubscriberClaimOverlapIT {
 
   @Test
   void theDefaultPrefetchIsAWholeNumberOfBatches() {
-    assertThat(Subscriber.builder(repository, QueueSpec.durable("defaults"), message -> { }).batchSize(BATCH)
+    assertThat(Subscriber.builder(repository, QueueSpec.durable("defaults"), message -> { }).mode(ConsumeMode.AT_MOST_ONCE).batchSize(BATCH)
         .effectivePrefetch()).isEqualTo(Subscriber.DEFAULT_PREFETCH_BATCHES * BATCH);
-    assertThat(Subscriber.builder(repository, QueueSpec.durable("defaults"), message -> { }).batchSize(1_000)
+    assertThat(Subscriber.builder(repository, QueueSpec.durable("defaults"), message -> { }).mode(ConsumeMode.AT_MOST_ONCE).batchSize(1_000)
         .effectivePrefetch()).isEqualTo(Subscriber.DEFAULT_PREFETCH_BATCHES * 1_000);
-    assertThat(Subscriber.builder(repository, QueueSpec.durable("defaults"), message -> { }).prefetch(3)
+    assertThat(Subscriber.builder(repository, QueueSpec.durable("defaults"), message -> { }).mode(ConsumeMode.AT_MOST_ONCE).prefetch(3)
         .effectivePrefetch()).isEqualTo(3);
   }
 
@@ -86,7 +86,7 @@ class SubscriberClaimOverlapIT {
     CountDownLatch thirdRan = new CountDownLatch(1);
     claims.onClaim(2, () -> await("a third claim run while the second is held", () -> thirdRan.getCount() == 0));
     claims.onClaim(3, thirdRan::countDown);
-    Subscriber subscriber = started(Subscriber.builder(repository, spec, counting(handled))
+    Subscriber subscriber = started(Subscriber.builder(repository, spec, counting(handled)).mode(ConsumeMode.AT_MOST_ONCE)
         .concurrency(1).batchSize(BATCH).prefetch(PREFETCH).pollInterval(POLL));
     int room = 1 + PREFETCH;
 
@@ -111,7 +111,7 @@ class SubscriberClaimOverlapIT {
       mayFinish.acquire();
       counter.handle(message);
       running.decrementAndGet();
-    }).concurrency(2).batchSize(BATCH).prefetch(PREFETCH).pollInterval(POLL));
+    }).mode(ConsumeMode.AT_MOST_ONCE).concurrency(2).batchSize(BATCH).prefetch(PREFETCH).pollInterval(POLL));
 
     // Two handlers blocked on the first claim's batch, eight waiting: less than a batch, so a wake-up claims one
     // more; eighteen waiting then, and no wake-up or poll claims past that although the room (42) has space.
@@ -157,9 +157,9 @@ class SubscriberClaimOverlapIT {
     // One handler, one ack statement at a time (no more than the handlers): while the first ack is held, the handled
     // messages behind it pile up unwritten, and once more than a batch is unwritten no claim is sent. Lease mode: the
     // default mode's claims take their messages, so it writes no acks.
-    Subscriber subscriber = started(Subscriber.builder(repository, spec, counting(handled))
+    Subscriber subscriber = started(Subscriber.builder(repository, spec, counting(handled)).mode(ConsumeMode.AT_MOST_ONCE)
         .concurrency(1).batchSize(BATCH).prefetch(PREFETCH).ackDelay(Duration.ZERO).pollInterval(POLL)
-        .lease(Duration.ofMinutes(10)));
+        .mode(ConsumeMode.LEASE).lease(Duration.ofMinutes(10)));
     int room = 1 + PREFETCH;
 
     await("the first ack held", () -> claims.ackHeld.getCount() == 0);

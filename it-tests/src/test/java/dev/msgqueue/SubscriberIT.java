@@ -58,7 +58,7 @@ class SubscriberIT extends RepositoryFixture {
     WakeupListener listener = listening();
     QueueSpec spec = QueueSpec.durable("woken");
     BlockingQueue<Long> delivered = new LinkedBlockingQueue<>();
-    Subscriber subscriber = closeLater(Subscriber.builder(repository, spec, message -> delivered.add(message.id()))
+    Subscriber subscriber = closeLater(Subscriber.builder(repository, spec, message -> delivered.add(message.id())).mode(ConsumeMode.AT_MOST_ONCE)
         .pollInterval(NO_POLLING).wakeups(listener).start());
     await("the first (empty) claim", () -> subscriber.claimRounds() >= 1);
 
@@ -80,7 +80,7 @@ class SubscriberIT extends RepositoryFixture {
     WakeupListener listener = listening();
     QueueSpec spec = QueueSpec.durable("reconnect");
     BlockingQueue<Long> delivered = new LinkedBlockingQueue<>();
-    closeLater(Subscriber.builder(repository, spec, message -> delivered.add(message.id()))
+    closeLater(Subscriber.builder(repository, spec, message -> delivered.add(message.id())).mode(ConsumeMode.AT_MOST_ONCE)
         .pollInterval(NO_POLLING).wakeups(listener).start());
     long before = repository.publish(spec, "1");
     assertThat(take(delivered)).isEqualTo(before);
@@ -108,7 +108,7 @@ class SubscriberIT extends RepositoryFixture {
       started.add(message.id());
       assertThat(release.await(AWAIT_SECONDS, TimeUnit.SECONDS)).isTrue();
       finished.add(message.id());
-    }).concurrency(3).batchSize(10).pollInterval(Duration.ofMillis(50)).start();
+    }).mode(ConsumeMode.AT_MOST_ONCE).concurrency(3).batchSize(10).pollInterval(Duration.ofMillis(50)).start();
     await("three handlers running", () -> started.size() == 3);
 
     CompletableFuture<Boolean> closing = CompletableFuture.supplyAsync(() -> subscriber.close(Duration.ofSeconds(30)));
@@ -143,7 +143,7 @@ class SubscriberIT extends RepositoryFixture {
       if (message.id() == poison && attempt == 1) {
         throw new IllegalStateException("first attempt fails (expected by the test)");
       }
-    }).concurrency(2).pollInterval(Duration.ofMillis(50)).lease(Duration.ofSeconds(2)).start());
+    }).mode(ConsumeMode.AT_MOST_ONCE).concurrency(2).pollInterval(Duration.ofMillis(50)).mode(ConsumeMode.LEASE).lease(Duration.ofSeconds(2)).start());
 
     await("all six acked", () -> subscriber.acked() == 6);
 
@@ -167,7 +167,7 @@ class SubscriberIT extends RepositoryFixture {
       if (message.id() == poison) {
         throw new IllegalStateException("always fails (expected by the test)");
       }
-    }).concurrency(2).pollInterval(Duration.ofMillis(50)).start());
+    }).mode(ConsumeMode.AT_MOST_ONCE).concurrency(2).pollInterval(Duration.ofMillis(50)).start());
 
     await("the good ones handled", () -> subscriber.acked() == 3);
     await("a few more claim rounds", () -> subscriber.claimRounds() >= 10);
@@ -190,7 +190,7 @@ class SubscriberIT extends RepositoryFixture {
       maxRunning.accumulateAndGet(running.incrementAndGet(), Math::max);
       Thread.sleep(10);
       running.decrementAndGet();
-    }).concurrency(3).batchSize(10).pollInterval(Duration.ofMillis(50)).start());
+    }).mode(ConsumeMode.AT_MOST_ONCE).concurrency(3).batchSize(10).pollInterval(Duration.ofMillis(50)).start());
 
     await("all acked", () -> subscriber.acked() == 30);
     assertThat(maxRunning.get()).isBetween(1, 3);
@@ -202,7 +202,7 @@ class SubscriberIT extends RepositoryFixture {
     repository.bindQueue(spec);
     repository.publish(spec, "1");
     BlockingQueue<Long> delivered = new LinkedBlockingQueue<>();
-    Subscriber subscriber = closeLater(Subscriber.builder(repository, spec, message -> delivered.add(message.id()))
+    Subscriber subscriber = closeLater(Subscriber.builder(repository, spec, message -> delivered.add(message.id())).mode(ConsumeMode.AT_MOST_ONCE)
         .pollInterval(Subscriber.MAX_POLL_INTERVAL).start());
     take(delivered);
     Thread.sleep(50);
@@ -235,7 +235,7 @@ class SubscriberIT extends RepositoryFixture {
         gaveUpWaiting.incrementAndGet();
       }
       running.decrementAndGet();
-    }).concurrency(concurrency).batchSize(24).pollInterval(Duration.ofMillis(50)).start());
+    }).mode(ConsumeMode.AT_MOST_ONCE).concurrency(concurrency).batchSize(24).pollInterval(Duration.ofMillis(50)).start());
 
     await("all acked", () -> subscriber.acked() == 24);
     assertThat(gaveUpWaiting).hasValue(0);
@@ -249,7 +249,7 @@ class SubscriberIT extends RepositoryFixture {
     MsgQueueRepository shortLived = MsgQueueRepository.create(pool, MsgQueueConfig.builder()
         .keepAliveInterval(Duration.ofMillis(500)).reapIdleThreshold(threshold).build());
     QueueSpec spec = QueueSpec.autoDeleted("kept-alive");
-    Subscriber subscriber = Subscriber.builder(shortLived, spec, message -> { })
+    Subscriber subscriber = Subscriber.builder(shortLived, spec, message -> { }).mode(ConsumeMode.AT_MOST_ONCE)
         .pollInterval(Duration.ofMillis(100)).start();
     assertThat(db.dsl().fetchCount(MESSAGE_QUEUE, MESSAGE_QUEUE.NAME.eq(spec.name()))).as("bound on start").isOne();
 

@@ -77,7 +77,7 @@ class SubscriberPipelineIT {
       mayFinish.acquire();
       handled.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet();
       running.decrementAndGet();
-    }).concurrency(3).prefetch(7).batchSize(100).pollInterval(POLL));
+    }).mode(ConsumeMode.AT_MOST_ONCE).concurrency(3).prefetch(7).batchSize(100).pollInterval(POLL));
 
     // Three handlers blocked, seven waiting: the room is full, and wake-ups and polls must not claim past it.
     await("the handlers running", () -> running.get() == 3);
@@ -144,10 +144,10 @@ class SubscriberPipelineIT {
       }
     });
     Subscriber.Builder builder = Subscriber.builder(repository, spec,
-            message -> handled.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet())
+            message -> handled.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet()).mode(ConsumeMode.AT_MOST_ONCE)
         .concurrency(2).prefetch(0).batchSize(10).ackDelay(Duration.ZERO).pollInterval(POLL);
     if (lease != null) {
-      builder.lease(lease);
+      builder.mode(ConsumeMode.LEASE).lease(lease);
     }
     subscriber.add(builder.start());
     assertThat(claimHold.held.await(AWAIT_SECONDS, TimeUnit.SECONDS)).isTrue();
@@ -181,7 +181,7 @@ class SubscriberPipelineIT {
     for (int i = 0; i < queues; i++) {
       QueueSpec spec = QueueSpec.durable("idle-" + i);
       subscribers.add(started(Subscriber.builder(repository, spec,
-              message -> handled.computeIfAbsent(message.queueName(), q -> new AtomicInteger()).incrementAndGet())
+              message -> handled.computeIfAbsent(message.queueName(), q -> new AtomicInteger()).incrementAndGet()).mode(ConsumeMode.AT_MOST_ONCE)
           .pollInterval(Subscriber.MAX_POLL_INTERVAL).wakeups(wakeups)));
     }
     String shared = subscribers.get(0).sharedThreadPrefix();
@@ -210,9 +210,9 @@ class SubscriberPipelineIT {
     toClose.add(wakeups);
     await("the listener connected", wakeups::isListening);
     Duration poll = Duration.ofMillis(100);
-    Subscriber steady = started(Subscriber.builder(repository, QueueSpec.durable("steady-poll"), message -> { })
+    Subscriber steady = started(Subscriber.builder(repository, QueueSpec.durable("steady-poll"), message -> { }).mode(ConsumeMode.AT_MOST_ONCE)
         .pollInterval(poll).maxIdlePollInterval(poll).wakeups(wakeups));
-    Subscriber backingOff = started(Subscriber.builder(repository, QueueSpec.durable("backing-off"), message -> { })
+    Subscriber backingOff = started(Subscriber.builder(repository, QueueSpec.durable("backing-off"), message -> { }).mode(ConsumeMode.AT_MOST_ONCE)
         .pollInterval(poll).wakeups(wakeups));
     // Past the rechecks after the start: both poll now, one every 100 ms, the other ever more rarely.
     await("the steady subscriber polling", () -> steady.claimRounds() >= 15);
@@ -269,10 +269,10 @@ class SubscriberPipelineIT {
   }
 
   private Subscriber stressSubscriber(QueueSpec spec, Duration lease, MessageHandler handler) {
-    Subscriber.Builder builder = Subscriber.builder(repository, spec, handler)
+    Subscriber.Builder builder = Subscriber.builder(repository, spec, handler).mode(ConsumeMode.AT_MOST_ONCE)
         .concurrency(4).batchSize(20).pollInterval(POLL);
     if (lease != null) {
-      builder.lease(lease);
+      builder.mode(ConsumeMode.LEASE).lease(lease);
     }
     return builder.start();
   }

@@ -100,7 +100,7 @@ class TakeFaultsIT extends RepositoryFixture {
     Map<Long, AtomicInteger> handled = new ConcurrentHashMap<>();
     proxy.cutAfterNextCommit(); // the subscriber's first take: its messages are there before it starts
     Subscriber subscriber = closeLater(Subscriber.builder(proxied, spec,
-            message -> handled.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet())
+            message -> handled.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet()).mode(ConsumeMode.AT_MOST_ONCE)
         .pollInterval(Duration.ofMillis(100)).start());
 
     assertThat(proxy.awaitCut(AWAIT.toSeconds(), TimeUnit.SECONDS)).isTrue();
@@ -123,7 +123,7 @@ class TakeFaultsIT extends RepositoryFixture {
     try {
       proxy.cutAfterNextCommit();
       Subscriber subscriber = closeLater(Subscriber.builder(proxied, spec,
-              message -> handled.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet())
+              message -> handled.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet()).mode(ConsumeMode.AT_MOST_ONCE)
           .pollInterval(Duration.ofMillis(100)).start());
       assertThat(proxy.awaitCut(AWAIT.toSeconds(), TimeUnit.SECONDS)).isTrue();
       proxy.refuseConnections(true); // the server cannot be asked whether the take committed

@@ -173,7 +173,7 @@ class TakeIT extends RepositoryFixture {
       handled.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet();
       running.countDown();
       await("close() called", () -> subscriber.get().isClosing());
-    }).concurrency(1).prefetch(9).batchSize(10).pollInterval(Duration.ofMillis(50)).start());
+    }).mode(ConsumeMode.AT_MOST_ONCE).concurrency(1).prefetch(9).batchSize(10).pollInterval(Duration.ofMillis(50)).start());
     closeLater(subscriber.get());
 
     assertThat(running.await(AWAIT_SECONDS, TimeUnit.SECONDS)).isTrue();
@@ -206,7 +206,7 @@ class TakeIT extends RepositoryFixture {
     subscriber.set(Subscriber.builder(repository, spec, message -> {
       running.countDown();
       await("close() called", () -> subscriber.get().isClosing());
-    }).concurrency(1).prefetch(4).batchSize(5).pollInterval(Duration.ofMillis(50)).start());
+    }).mode(ConsumeMode.AT_MOST_ONCE).concurrency(1).prefetch(4).batchSize(5).pollInterval(Duration.ofMillis(50)).start());
     closeLater(subscriber.get());
     assertThat(running.await(AWAIT_SECONDS, TimeUnit.SECONDS)).isTrue();
     await("the batch taken", () -> rows.itemsOf(spec.name()) == 0);
@@ -229,7 +229,7 @@ class TakeIT extends RepositoryFixture {
     List<Subscriber> subscribers = new ArrayList<>();
     for (int i = 0; i < 3; i++) {
       subscribers.add(closeLater(Subscriber.builder(repository, spec,
-              message -> handled.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet())
+              message -> handled.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet()).mode(ConsumeMode.AT_MOST_ONCE)
           .concurrency(4).batchSize(20).pollInterval(Duration.ofMillis(20)).start()));
     }
     List<Long> ids = new ArrayList<>();

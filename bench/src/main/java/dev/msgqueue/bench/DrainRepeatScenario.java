@@ -24,7 +24,7 @@ final class DrainRepeatScenario implements Scenario {
   /** A run's probe at most this factor of the fastest probe counts as the machine at full speed. */
   static final double STEADY_PROBE_MARGIN = 1.10;
   static final List<DrainScenario.Cell> CELLS = List.of(
-      new DrainScenario.Cell(DrainScenario.SUBSCRIBER, 4), new DrainScenario.Cell(DrainScenario.REPOSITORY, 1));
+      new DrainScenario.Cell(DrainScenario.SUBSCRIBER, 4), new DrainScenario.Cell(DrainScenario.SUBSCRIBER_TAKE, 4), new DrainScenario.Cell(DrainScenario.REPOSITORY, 1));
 
   private final int messages;
   private final DrainScenario drains;

@@ -5,6 +5,7 @@ import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.msgqueue.ClaimedMessage;
+import dev.msgqueue.ConsumeMode;
 import dev.msgqueue.MsgQueueRepository;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.QueueSpec;
@@ -38,10 +39,12 @@ import org.jooq.impl.DSL;
 import org.jooq.impl.DefaultConfiguration;
 
 /**
- * Scenario 5: drain a preloaded queue to empty, with each consumer in turn, from the same client: the Subscriber
- * (several concurrencies, default and lease mode), the repository's claim+ack loop, the production consumer's SQL,
- * the floor statement and the leading peer's statement shape on a table of its shape ({@link PgmqShape}; the last three
- * over plain JDBC). Reports messages/s, statements per message and the ratio to the floor.
+ * Scenario 5: drain a preloaded queue to empty, with each consumer in turn, from the same client: the Subscriber in
+ * each mode (held transaction, take, lease; several concurrencies), with a no-op handler and with a handler that
+ * inserts a row per message, the repository's claim+ack loop, and over plain JDBC the statements of the held
+ * transaction and of the lease, the production consumer's SQL, the floor statement and the leading peer's statement
+ * shape on a table of its shape ({@link PgmqShape}). Reports messages/s, statements per message and the ratio to the
+ * floor.
  */
 final class DrainScenario implements Scenario {
   static final String ID = "drain";
@@ -50,15 +53,34 @@ final class DrainScenario implements Scenario {
   static final String FLOOR = "floor-sql";
   static final String PRODUCTION = "production-sql";
   static final String PGMQ_SHAPE = "pgmq-shape-sql";
+  /** The held-transaction mode's statements as plain JDBC: lock a batch, delete it, commit. */
+  static final String HELD_SQL = "held-sql";
+  /** The lease mode's two statements as plain JDBC: the lease claim, then the receipt-checked ack. */
+  static final String LEASE_SQL = "lease-sql";
+  /** {@link #HELD_SQL} whose lock also reads whether each row's last locker ended without commit (the crash count). */
+  static final String HELD_SQL_COUNTED = "held-sql-counted";
+  /**
+   * The default mode on messages whose last delivery ended without commit (each locked and rolled back before the
+   * drain): every batch counts its deliveries on a connection of its own, the crash count's worst case.
+   */
+  static final String SUBSCRIBER_AFTER_CRASH = "subscriber-tx-crashed";
   static final String REPOSITORY = "repository-loop";
-  static final String SUBSCRIBER = "subscriber";
+  /** The Subscriber in its default mode, {@link ConsumeMode#TRANSACTION}. */
+  static final String SUBSCRIBER = "subscriber-tx";
+  static final String SUBSCRIBER_TAKE = "subscriber-take";
   static final String SUBSCRIBER_LEASE = "subscriber-lease";
   /**
-   * The Subscriber in the default mode with {@code prefetch(BATCH)}: room for one whole claim in flight, so claims
-   * never overlap; compared in one run with {@link #SUBSCRIBER} (two claims in flight, the default), it shows what
+   * The at-most-once Subscriber with {@code prefetch(BATCH)}: room for one whole claim in flight, so claims never
+   * overlap; compared in one run with {@link #SUBSCRIBER_TAKE} (two claims in flight, the default), it shows what
    * overlapping claims cost and give.
    */
-  static final String SUBSCRIBER_ONE_CLAIM = "subscriber-one-claim";
+  static final String SUBSCRIBER_ONE_CLAIM = "subscriber-take-1claim";
+  /** The default mode, the handler inserting one row per message into a table of its own in the held transaction. */
+  static final String SUBSCRIBER_INSERT = "subscriber-tx-insert";
+  /** Lease mode, the handler inserting one row per message in a transaction of its own, then the ack. */
+  static final String SUBSCRIBER_LEASE_INSERT = "subscriber-lease-insert";
+  /** The table the insert cells' handlers write: one row per handled message. */
+  static final String HANDLED_TABLE = "benchHandled";
   static final Duration LEASE = Duration.ofSeconds(30);
 
   /** One cell: a consumer and its concurrency (threads for the loops, handler concurrency for the Subscriber). */
@@ -68,10 +90,17 @@ final class DrainScenario implements Scenario {
       new Cell(FLOOR, 1), new Cell(FLOOR, 4),
       new Cell(PRODUCTION, 1), new Cell(PRODUCTION, 4),
       new Cell(PGMQ_SHAPE, 1), new Cell(PGMQ_SHAPE, 4),
+      new Cell(HELD_SQL, 1), new Cell(HELD_SQL, 4),
+      new Cell(HELD_SQL_COUNTED, 1), new Cell(HELD_SQL_COUNTED, 4),
+      new Cell(LEASE_SQL, 1), new Cell(LEASE_SQL, 4),
       new Cell(REPOSITORY, 1), new Cell(REPOSITORY, 4),
       new Cell(SUBSCRIBER, 1), new Cell(SUBSCRIBER, 4), new Cell(SUBSCRIBER, 16),
-      new Cell(SUBSCRIBER_LEASE, 4), new Cell(SUBSCRIBER_LEASE, 16),
-      new Cell(SUBSCRIBER_ONE_CLAIM, 1), new Cell(SUBSCRIBER_ONE_CLAIM, 4), new Cell(SUBSCRIBER_ONE_CLAIM, 16));
+      new Cell(SUBSCRIBER_AFTER_CRASH, 4),
+      new Cell(SUBSCRIBER_TAKE, 1), new Cell(SUBSCRIBER_TAKE, 4), new Cell(SUBSCRIBER_TAKE, 16),
+      new Cell(SUBSCRIBER_LEASE, 1), new Cell(SUBSCRIBER_LEASE, 4), new Cell(SUBSCRIBER_LEASE, 16),
+      new Cell(SUBSCRIBER_ONE_CLAIM, 4),
+      new Cell(SUBSCRIBER_INSERT, 1), new Cell(SUBSCRIBER_INSERT, 4),
+      new Cell(SUBSCRIBER_LEASE_INSERT, 1), new Cell(SUBSCRIBER_LEASE_INSERT, 4));
 
   // The two statements below are the reference points, run as plain SQL on purpose: they are what other consumers
   // of these tables run today (the production consumer) and the cheapest statement that drains a queue (the floor).
@@ -84,6 +113,28 @@ final class DrainScenario implements Scenario {
       + " RETURNING m.id, m.payload";
   static final String PRODUCTION_ACK_SQL =
       "DELETE FROM \"MessageQueueItem\" WHERE id = ANY(?) AND status = 'ASSIGNED'";
+  private static final String UTC_NOW = "date_trunc('milliseconds', timezone('UTC', now()))";
+  /** The held-transaction mode's lock, as {@code docs/statements.sql} has it, without the timeouts and crash count. */
+  static final String HELD_LOCK_SQL = "SELECT id, payload, (extract(epoch FROM \"expiresAt\") * 1000)::bigint"
+      + " FROM \"MessageQueueItem\" WHERE \"queueId\" = ? AND status = 'PENDING' AND \"readAfter\" <= " + UTC_NOW
+      + " AND \"expiresAt\" > " + UTC_NOW + " ORDER BY id LIMIT " + BATCH + " FOR UPDATE SKIP LOCKED";
+  static final String HELD_DELETE_SQL = "DELETE FROM \"MessageQueueItem\" WHERE id = ANY(?)";
+  /** {@link #HELD_LOCK_SQL} with the crash count's column: whether the row's last locker ended without commit. */
+  static final String HELD_LOCK_COUNTED_SQL = HELD_LOCK_SQL.replace(" FROM \"MessageQueueItem\"",
+      ", CASE WHEN xmax::text <> '0' AND ((n & 4294967295) - xmax::text::bigint + 4294967296) % 4294967296"
+      + " BETWEEN 1 AND 2147483647 THEN pg_xact_status((n - ((n & 4294967295) - xmax::text::bigint + 4294967296)"
+      + " % 4294967296)::text::xid8) = 'aborted' ELSE false END FROM \"MessageQueueItem\","
+      + " (SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS n) snapshot");
+  /** The lease claim and the receipt-checked ack, as {@code docs/statements.sql} has them. */
+  static final String LEASE_CLAIM_SQL = "UPDATE \"MessageQueueItem\" SET status = 'ASSIGNED', \"readAfter\" = "
+      + UTC_NOW + " + interval '30 seconds' FROM (SELECT array_agg(id) AS ids, array_agg(id) FILTER"
+      + " (WHERE status = 'ASSIGNED') AS redelivered FROM (SELECT id, status FROM \"MessageQueueItem\""
+      + " WHERE \"queueId\" = ? AND \"readAfter\" <= " + UTC_NOW + " AND \"expiresAt\" > " + UTC_NOW
+      + " ORDER BY id LIMIT " + BATCH + " FOR UPDATE SKIP LOCKED) locked) claimed WHERE id = ANY(claimed.ids)"
+      + " RETURNING id, payload, (extract(epoch FROM \"readAfter\") * 1000)::bigint, id = ANY(claimed.redelivered)";
+  static final String LEASE_ACK_SQL = "DELETE FROM \"MessageQueueItem\" USING (SELECT z.id, timestamp '1970-01-01'"
+      + " + interval '1 millisecond' * z.millis AS deadline FROM unnest(?::bigint[], ?::bigint[]) AS z (id, millis))"
+      + " r WHERE \"MessageQueueItem\".id = r.id AND \"readAfter\" = r.deadline AND status = 'ASSIGNED'";
 
   private static final ThreadMXBean CPU = ManagementFactory.getThreadMXBean();
   private static final CompilationMXBean JIT = ManagementFactory.getCompilationMXBean();
@@ -193,10 +244,24 @@ final class DrainScenario implements Scenario {
     } else {
       preload(database.control(), messages);
     }
+    if (cell.consumer().equals(SUBSCRIBER_AFTER_CRASH)) {
+      // Every row locked by a transaction that then rolls back: its xmax names an aborted transaction, as a crash's.
+      try {
+        database.control().transaction(tx -> {
+          tx.dsl().select(MESSAGE_QUEUE_ITEM.ID).from(MESSAGE_QUEUE_ITEM).forUpdate().fetch();
+          throw new RolledBack();
+        });
+      } catch (RolledBack expected) {
+        // rolled back, as it should
+      }
+    }
   }
 
   private static void preload(DSLContext control, int messages) {
     MsgQueueRepository.create(control, MsgQueueConfig.defaults()).bindQueue(QueueSpec.durable(QUEUE));
+    // The insert cells' table, emptied with the queue: DDL, which jOOQ's typed API does not cover for an ad-hoc table.
+    control.execute("CREATE TABLE IF NOT EXISTS \"" + HANDLED_TABLE + "\" (id bigint NOT NULL)");
+    control.execute("TRUNCATE \"" + HANDLED_TABLE + "\"");
     var series = DSL.generateSeries(1, messages).as("n");
     control.insertInto(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.PAYLOAD, MESSAGE_QUEUE_ITEM.READ_AFTER,
             MESSAGE_QUEUE_ITEM.EXPIRES_AT, MESSAGE_QUEUE_ITEM.QUEUE_ID)
@@ -207,8 +272,7 @@ final class DrainScenario implements Scenario {
   }
 
   private static boolean isSubscriber(Cell cell) {
-    return cell.consumer().equals(SUBSCRIBER) || cell.consumer().equals(SUBSCRIBER_LEASE)
-        || cell.consumer().equals(SUBSCRIBER_ONE_CLAIM);
+    return cell.consumer().startsWith("subscriber");
   }
 
   /** Drains the preloaded table with {@code cell}'s consumer, on a pool of its own. */
@@ -223,7 +287,8 @@ final class DrainScenario implements Scenario {
   Row drain(BenchDatabase database, Cell cell, int messages, List<Integer> observers) throws Exception {
     HikariConfig poolConfig = new HikariConfig();
     poolConfig.setJdbcUrl(database.url());
-    poolConfig.setMaximumPoolSize(cell.concurrency() + 2);
+    // The held-transaction mode holds a connection per running handler and one batch locked ahead, and needs one spare.
+    poolConfig.setMaximumPoolSize(cell.concurrency() + 3);
     poolConfig.setPoolName("drain");
     try (HikariDataSource pool = new HikariDataSource(poolConfig)) {
       AtomicLong statements = new AtomicLong();
@@ -232,7 +297,8 @@ final class DrainScenario implements Scenario {
       long jitBefore = jitMillis();
       long started = System.nanoTime();
       boolean drained = switch (cell.consumer()) {
-        case FLOOR, PRODUCTION, PGMQ_SHAPE, REPOSITORY -> loops(pool, cell, statements, consumed, clientCpuNanos);
+        case FLOOR, PRODUCTION, PGMQ_SHAPE, HELD_SQL, HELD_SQL_COUNTED, LEASE_SQL, REPOSITORY ->
+            loops(pool, cell, statements, consumed, clientCpuNanos);
         default -> subscriber(pool, cell, messages, statements, consumed);
       };
       double seconds = (System.nanoTime() - started) / 1e9;
@@ -271,6 +337,9 @@ final class DrainScenario implements Scenario {
             case FLOOR -> floorLoop(pool, statements, consumed);
             case PRODUCTION -> productionLoop(pool, statements, consumed);
             case PGMQ_SHAPE -> PgmqShape.drainLoop(pool, statements, consumed);
+            case HELD_SQL -> heldLoop(pool, HELD_LOCK_SQL, statements, consumed);
+            case HELD_SQL_COUNTED -> heldLoop(pool, HELD_LOCK_COUNTED_SQL, statements, consumed);
+            case LEASE_SQL -> leaseLoop(pool, statements, consumed);
             default -> repositoryLoop(repository, statements, consumed);
           }
           clientCpuNanos.addAndGet(CPU.getCurrentThreadCpuTime() - cpuStart);
@@ -346,6 +415,71 @@ final class DrainScenario implements Scenario {
     }
   }
 
+  /** The held-transaction mode's statements: lock a batch, delete it, commit; until a lock finds nothing. */
+  private static void heldLoop(HikariDataSource pool, String lockSql, AtomicLong statements, AtomicLong consumed)
+      throws SQLException {
+    try (Connection connection = pool.getConnection();
+         PreparedStatement lock = connection.prepareStatement(lockSql);
+         PreparedStatement delete = connection.prepareStatement(HELD_DELETE_SQL)) {
+      connection.setAutoCommit(false);
+      lock.setString(1, QUEUE);
+      try {
+        while (true) {
+          List<Long> ids = new ArrayList<>(BATCH);
+          statements.incrementAndGet();
+          try (ResultSet rows = lock.executeQuery()) {
+            while (rows.next()) {
+              ids.add(rows.getLong(1));
+              rows.getString(2);
+            }
+          }
+          if (ids.isEmpty()) {
+            connection.commit();
+            return;
+          }
+          delete.setArray(1, connection.createArrayOf("bigint", ids.toArray()));
+          statements.incrementAndGet();
+          delete.executeUpdate();
+          statements.incrementAndGet();
+          connection.commit();
+          consumed.addAndGet(ids.size());
+        }
+      } finally {
+        connection.setAutoCommit(true);
+      }
+    }
+  }
+
+  /** The lease mode's statements: the lease claim, then the ack of its receipts; until a claim finds nothing. */
+  private static void leaseLoop(HikariDataSource pool, AtomicLong statements, AtomicLong consumed)
+      throws SQLException {
+    try (Connection connection = pool.getConnection();
+         PreparedStatement claim = connection.prepareStatement(LEASE_CLAIM_SQL);
+         PreparedStatement ack = connection.prepareStatement(LEASE_ACK_SQL)) {
+      claim.setString(1, QUEUE);
+      while (true) {
+        List<Long> ids = new ArrayList<>(BATCH);
+        List<Long> deadlines = new ArrayList<>(BATCH);
+        statements.incrementAndGet();
+        try (ResultSet rows = claim.executeQuery()) {
+          while (rows.next()) {
+            ids.add(rows.getLong(1));
+            rows.getString(2);
+            deadlines.add(rows.getLong(3));
+            rows.getBoolean(4);
+          }
+        }
+        if (ids.isEmpty()) {
+          return;
+        }
+        ack.setArray(1, connection.createArrayOf("bigint", ids.toArray()));
+        ack.setArray(2, connection.createArrayOf("bigint", deadlines.toArray()));
+        statements.incrementAndGet();
+        consumed.addAndGet(ack.executeUpdate());
+      }
+    }
+  }
+
   private static void repositoryLoop(MsgQueueRepository repository, AtomicLong statements, AtomicLong consumed) {
     while (true) {
       statements.incrementAndGet();
@@ -366,15 +500,31 @@ final class DrainScenario implements Scenario {
     DSLContext counted = DSL.using(new DefaultConfiguration().set(pool).set(SQLDialect.POSTGRES)
         .set(new CountingListener(statements)));
     MsgQueueRepository repository = MsgQueueRepository.create(counted, MsgQueueConfig.defaults());
-    Subscriber.Builder builder = Subscriber.builder(repository, QueueSpec.durable(QUEUE), message -> {
-      message.payload();
-      consumed.incrementAndGet();
-    }).concurrency(cell.concurrency()).batchSize(BATCH);
-    if (cell.consumer().equals(SUBSCRIBER_LEASE)) {
-      builder.lease(LEASE);
-    }
-    if (cell.consumer().equals(SUBSCRIBER_ONE_CLAIM)) {
-      builder.prefetch(BATCH);
+    QueueSpec queue = QueueSpec.durable(QUEUE);
+    Subscriber.Builder builder = switch (cell.consumer()) {
+      case SUBSCRIBER_INSERT -> Subscriber.builder(repository, queue, (message, transaction) -> {
+        // The handler's own write, in the transaction that holds its message.
+        transaction.insertInto(DSL.table(DSL.name(HANDLED_TABLE)), DSL.field(DSL.name("id"), Long.class))
+            .values(message.id()).execute();
+        consumed.incrementAndGet();
+      });
+      case SUBSCRIBER_LEASE_INSERT -> Subscriber.builder(repository, queue, message -> {
+        // The handler's own write, in a transaction of its own (autocommit), before the message's ack.
+        counted.insertInto(DSL.table(DSL.name(HANDLED_TABLE)), DSL.field(DSL.name("id"), Long.class))
+            .values(message.id()).execute();
+        consumed.incrementAndGet();
+      });
+      default -> Subscriber.builder(repository, queue, message -> {
+        message.payload();
+        consumed.incrementAndGet();
+      });
+    };
+    builder.concurrency(cell.concurrency()).batchSize(BATCH);
+    switch (cell.consumer()) {
+      case SUBSCRIBER_LEASE, SUBSCRIBER_LEASE_INSERT -> builder.mode(ConsumeMode.LEASE).lease(LEASE);
+      case SUBSCRIBER_TAKE -> builder.mode(ConsumeMode.AT_MOST_ONCE);
+      case SUBSCRIBER_ONE_CLAIM -> builder.mode(ConsumeMode.AT_MOST_ONCE).prefetch(BATCH);
+      default -> builder.mode(ConsumeMode.TRANSACTION);
     }
     long giveUp = System.nanoTime() + timeout.toNanos();
     try (Subscriber subscriber = builder.start()) {
@@ -386,6 +536,11 @@ final class DrainScenario implements Scenario {
       }
     }
     return true;
+  }
+
+  /** Rolls the preload's locking transaction back. */
+  private static final class RolledBack extends RuntimeException {
+    private static final long serialVersionUID = 1L;
   }
 
   /** Counts the statements the library runs (claims, acks, keep-alives, the bind). */

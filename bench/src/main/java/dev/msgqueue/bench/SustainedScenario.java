@@ -5,6 +5,7 @@ import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.msgqueue.MsgQueueRepository;
+import dev.msgqueue.ConsumeMode;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.QueueSpec;
 import dev.msgqueue.Subscriber;
@@ -42,15 +43,24 @@ final class SustainedScenario implements Scenario {
   static final int PUBLISHERS = 8;
   static final Duration LEASE = Duration.ofSeconds(30);
 
-  /** One run: the Subscriber's concurrency, and whether it runs in lease mode. */
-  record Cell(int concurrency, boolean lease) {
+  /** One run: the Subscriber's concurrency and mode. */
+  record Cell(int concurrency, ConsumeMode consumeMode) {
     String mode() {
-      return lease ? "lease" : "default";
+      return switch (consumeMode) {
+        case TRANSACTION -> "transaction";
+        case LEASE -> "lease";
+        case AT_MOST_ONCE -> "take";
+      };
+    }
+
+    boolean lease() {
+      return consumeMode == ConsumeMode.LEASE;
     }
   }
 
-  static final List<Cell> CELLS = List.of(new Cell(Subscriber.DEFAULT_CONCURRENCY, false), new Cell(16, false),
-      new Cell(Subscriber.DEFAULT_CONCURRENCY, true));
+  static final List<Cell> CELLS = List.of(new Cell(Subscriber.DEFAULT_CONCURRENCY, ConsumeMode.TRANSACTION),
+      new Cell(16, ConsumeMode.TRANSACTION), new Cell(Subscriber.DEFAULT_CONCURRENCY, ConsumeMode.AT_MOST_ONCE),
+      new Cell(Subscriber.DEFAULT_CONCURRENCY, ConsumeMode.LEASE));
 
   private final Duration runFor;
 
@@ -95,7 +105,8 @@ final class SustainedScenario implements Scenario {
     int concurrency = cell.concurrency();
     HikariConfig poolConfig = new HikariConfig();
     poolConfig.setJdbcUrl(database.url());
-    poolConfig.setMaximumPoolSize(PUBLISHERS + 4);
+    // The publishers' connections, and the held-transaction mode's: one per handler, one batch ahead, one spare.
+    poolConfig.setMaximumPoolSize(PUBLISHERS + concurrency + 4);
     poolConfig.setPoolName("sustained");
     try (HikariDataSource pool = new HikariDataSource(poolConfig)) {
       AtomicInteger largestAck = new AtomicInteger();
@@ -113,7 +124,8 @@ final class SustainedScenario implements Scenario {
       long backlogAtEnd;
       double seconds;
       Subscriber.Builder builder = Subscriber.builder(repository, queue,
-          message -> handledAt.put(message.id(), System.nanoTime())).concurrency(concurrency);
+          message -> handledAt.put(message.id(), System.nanoTime())).concurrency(concurrency)
+          .mode(cell.consumeMode());
       if (cell.lease()) {
         builder.lease(LEASE);
       }

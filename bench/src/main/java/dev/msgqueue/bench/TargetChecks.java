@@ -82,41 +82,24 @@ final class TargetChecks {
   static List<Check> consumption(DrainScenario.DrainResult drain, SustainedScenario.SustainedResult sustained) {
     List<Check> checks = new ArrayList<>();
     if (drain != null) {
-      DrainScenario.Row subscriber = drain.row(DrainScenario.SUBSCRIBER, 16);
+      for (int concurrency : List.of(1, 4)) {
+        String cell = "conc " + concurrency;
+        ratio(checks, drain, DrainScenario.SUBSCRIBER, DrainScenario.PGMQ_SHAPE, concurrency, 1.5,
+            "Subscriber held tx / pgmq-shape SQL, " + cell, "drain, no-op handler, same concurrency");
+        ratio(checks, drain, DrainScenario.SUBSCRIBER, DrainScenario.SUBSCRIBER_TAKE, concurrency, 0.8,
+            "Subscriber held tx / take, " + cell, "drain, no-op handler, same concurrency");
+        ratio(checks, drain, DrainScenario.SUBSCRIBER_INSERT, DrainScenario.SUBSCRIBER_LEASE_INSERT, concurrency, 2.0,
+            "held tx insert / lease + own tx + ack, " + cell, "drain, handler inserts a row per message");
+        ratio(checks, drain, DrainScenario.SUBSCRIBER_LEASE, DrainScenario.LEASE_SQL, concurrency, 0.85,
+            "Subscriber lease / its SQL (claim, ack), " + cell, "drain, same threads or concurrency");
+        ratio(checks, drain, DrainScenario.HELD_SQL_COUNTED, DrainScenario.HELD_SQL, concurrency, 0.9,
+            "held SQL with crash count / without, " + cell, "drain, plain JDBC, same threads");
+      }
       DrainScenario.Row loop = drain.row(DrainScenario.REPOSITORY, 1);
       DrainScenario.Row production1 = drain.row(DrainScenario.PRODUCTION, 1);
-      double production = drain.rows().stream().filter(r -> r.consumer().equals(DrainScenario.PRODUCTION))
-          .mapToDouble(DrainScenario.Row::messagesPerSecond).max().orElse(Double.NaN);
-      if (subscriber != null) {
-        checks.add(atLeast("Subscriber conc 16 batch 100 / floor SQL", 0.4, subscriber.ratioToFloor(),
-            "drain, best floor cell"));
-        checks.add(atLeast("Subscriber conc 16 batch 100 / production SQL", 1.0,
-            subscriber.messagesPerSecond() / production, "drain, best production-SQL cell"));
-      }
-      for (int concurrency : List.of(1, 4)) {
-        DrainScenario.Row own = drain.row(DrainScenario.SUBSCRIBER, concurrency);
-        DrainScenario.Row pgmq = drain.row(DrainScenario.PGMQ_SHAPE, concurrency);
-        if (own != null && pgmq != null) {
-          checks.add(atLeast("Subscriber conc " + concurrency + " / pgmq-shape SQL, " + concurrency + " thread(s)", 1.0,
-              own.messagesPerSecond() / pgmq.messagesPerSecond(), "drain, same thread count"));
-        }
-      }
-      for (int concurrency : List.of(4, 16)) {
-        DrainScenario.Row leased = drain.row(DrainScenario.SUBSCRIBER_LEASE, concurrency);
-        DrainScenario.Row plain = drain.row(DrainScenario.SUBSCRIBER, concurrency);
-        if (leased != null && plain != null) {
-          checks.add(atLeast("Subscriber lease / default mode, conc " + concurrency, 0.9,
-              leased.messagesPerSecond() / plain.messagesPerSecond(), "drain, same concurrency"));
-        }
-      }
       if (loop != null && production1 != null) {
         checks.add(atLeast("claim(100)+ack loop / production SQL, 1 thread", 0.8,
             loop.messagesPerSecond() / production1.messagesPerSecond(), "drain, one thread each"));
-      }
-      DrainScenario.Row pgmq1 = drain.row(DrainScenario.PGMQ_SHAPE, 1);
-      if (loop != null && pgmq1 != null) {
-        checks.add(atLeast("claim(100)+ack loop / pgmq-shaped loop, 1 thread", 0.9,
-            loop.messagesPerSecond() / pgmq1.messagesPerSecond(), "drain, one thread each"));
       }
     }
     if (sustained != null) {
@@ -128,9 +111,9 @@ final class TargetChecks {
         checks.add(atMost("sustained p99 publish-to-handler ms, " + cell, 50,
             row.p99Millis(), sustained.publishers() + " publishers"));
         if (!"lease".equals(row.mode())) {
-          // The default mode's claims take their messages: an ack statement here would be a second settlement.
+          // Takes and held transactions delete what they handle: an ack statement here would be a second settlement.
           checks.add(atMost("sustained ack statements' largest, " + cell, 0, row.largestAck(),
-              "receipts: the default mode writes no ack"));
+              "receipts: only lease mode writes acks"));
           continue;
         }
         // A run that handled messages but saw no ack statement measured nothing: a FAIL, not a vacuous PASS.
@@ -142,6 +125,16 @@ final class TargetChecks {
       }
     }
     return checks;
+  }
+
+  /** A check that {@code consumer}'s rate is at least {@code target} times {@code reference}'s, if both ran. */
+  private static void ratio(List<Check> checks, DrainScenario.DrainResult drain, String consumer, String reference,
+      int concurrency, double target, String name, String basis) {
+    DrainScenario.Row measured = drain.row(consumer, concurrency);
+    DrainScenario.Row against = drain.row(reference, concurrency);
+    if (measured != null && against != null) {
+      checks.add(atLeast(name, target, measured.messagesPerSecond() / against.messagesPerSecond(), basis));
+    }
   }
 
   private static Check atMost(String name, double target, double measured, String basis) {

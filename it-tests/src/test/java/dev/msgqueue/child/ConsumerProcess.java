@@ -7,6 +7,7 @@ import static org.jooq.impl.DSL.table;
 import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.msgqueue.MsgQueueRepository;
+import dev.msgqueue.ConsumeMode;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.QueueSpec;
 import dev.msgqueue.Subscriber;
@@ -62,7 +63,7 @@ public final class ConsumerProcess {
               .values(message.id(), consumer)
               .execute();
         })
-        .lease(lease)
+        .mode(ConsumeMode.LEASE).lease(lease)
         .concurrency(4)
         .batchSize(8)
         .ackDelay(ackDelay)

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import com.zaxxer.hikari.HikariDataSource;
 import dev.msgqueue.MsgQueueRepository;
+import dev.msgqueue.ConsumeMode;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.QueueSpec;
 import dev.msgqueue.Subscriber;
@@ -40,7 +41,7 @@ class ConsumingExampleIT {
             // Return normally: acked (deleted). Throw: redelivered once the lease runs out.
             handled.add(message.payload());
           })
-          .lease(Duration.ofSeconds(30)) // at-least-once; leave out for at-most-once
+          .mode(ConsumeMode.LEASE).lease(Duration.ofSeconds(30)) // at-least-once; leave out for at-most-once
           .concurrency(8)
           .batchSize(16)
           .wakeups(wakeups)

@@ -4,6 +4,7 @@ import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.msgqueue.Housekeeper;
 import dev.msgqueue.MsgQueueRepository;
+import dev.msgqueue.ConsumeMode;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.QueueSpec;
 import dev.msgqueue.Subscriber;
@@ -54,7 +55,7 @@ public final class PlainJvmService {
                  log.info("shipping {}", message.payload());
                  handled.countDown();
                })
-               .lease(Duration.ofSeconds(30))
+               .mode(ConsumeMode.LEASE).lease(Duration.ofSeconds(30))
                .wakeups(wakeups)
                .start()) {
         for (int order = 1; order <= 3; order++) {

@@ -9,11 +9,17 @@ import java.lang.annotation.Target;
 /**
  * Marks a bean method as the handler of one queue: the starter runs a {@link dev.msgqueue.Subscriber} for it from
  * application start to shutdown. The method takes one parameter, a {@link dev.msgqueue.ClaimedMessage} or a
- * {@code String} (the payload's JSON text). Returning acks the message; throwing leaves it to the mode (lease mode:
- * redelivered; default mode: not redelivered).
+ * {@code String} (the payload's JSON text).
  *
- * <p>Attributes left at their defaults take the {@code msgqueue.subscriber.*} properties; {@code queue} and
- * {@code lease} accept {@code ${...}} placeholders.
+ * <p>In the default mode, {@code transaction}, the method runs inside the transaction that holds its message, bound
+ * to Spring's transaction synchronization for the application's {@code DataSource}: a {@code JdbcTemplate}, Boot's
+ * jOOQ {@code DSLContext} and {@code @Transactional} methods it calls join that transaction. Returning commits their
+ * writes together with the message's removal; throwing rolls them back and hands the message to the retry policy
+ * (retried after a backoff, dead-lettered to {@code <queue>-dead-letters} after 5 deliveries). In {@code lease} mode
+ * a throw redelivers the message after its lease; in {@code at-most-once} mode it is lost.
+ *
+ * <p>Attributes left at their defaults take the {@code msgqueue.subscriber.*} properties; {@code queue},
+ * {@code mode} and {@code lease} accept {@code ${...}} placeholders.
  */
 @Target(ElementType.METHOD)
 @Retention(RetentionPolicy.RUNTIME)
@@ -31,6 +37,16 @@ public @interface MsgQueueListener {
   /** The most messages one claim takes; 0 takes {@code msgqueue.subscriber.batch-size}. */
   int batchSize() default 0;
 
-  /** The lease (e.g. {@code "30s"}) for lease mode; empty takes {@code msgqueue.subscriber.lease}. */
+  /**
+   * How messages are delivered: {@code "transaction"}, {@code "lease"} or {@code "at-most-once"}
+   * ({@link dev.msgqueue.ConsumeMode}); empty takes {@code msgqueue.subscriber.mode}, whose default is
+   * {@code transaction}.
+   */
+  String mode() default "";
+
+  /**
+   * The lease (e.g. {@code "30s"}) of lease mode; empty takes {@code msgqueue.subscriber.lease}. Only with lease
+   * mode.
+   */
   String lease() default "";
 }

@@ -1,6 +1,7 @@
 package dev.msgqueue.spring;
 
 import dev.msgqueue.ClaimedMessage;
+import dev.msgqueue.ConsumeMode;
 import dev.msgqueue.MessageHandler;
 import dev.msgqueue.MsgQueueRepository;
 import dev.msgqueue.QueueSpec;
@@ -82,10 +83,18 @@ final class MsgQueueListenerRegistrar implements BeanPostProcessor, SmartLifecyc
     if (batchSize > 0) {
       builder.batchSize(batchSize);
     }
+    ConsumeMode mode = annotation.mode().isEmpty() ? defaults.getMode()
+        : mode(environment.resolveRequiredPlaceholders(annotation.mode()), method);
+    if (mode != null) {
+      builder.mode(mode);
+    }
     Duration lease = annotation.lease().isEmpty() ? defaults.getLease()
         : DurationStyle.detectAndParse(environment.resolveRequiredPlaceholders(annotation.lease()));
     if (lease != null) {
       builder.lease(lease);
+    }
+    if (defaults.getTransactionTimeout() != null) {
+      builder.transactionTimeout(defaults.getTransactionTimeout());
     }
     if (defaults.getPollInterval() != null) {
       builder.pollInterval(defaults.getPollInterval());
@@ -100,6 +109,17 @@ final class MsgQueueListenerRegistrar implements BeanPostProcessor, SmartLifecyc
     Subscriber subscriber = builder.start();
     log.info("msgqueue listener {} subscribed to \"{}\"", method.description(), queueName);
     return subscriber;
+  }
+
+  /** A mode as written in an annotation: its name, in any case, with - or _ between words. */
+  private static ConsumeMode mode(String text, ListenerMethod method) {
+    String name = text.trim().toUpperCase(java.util.Locale.ROOT).replace('-', '_');
+    try {
+      return ConsumeMode.valueOf(name);
+    } catch (IllegalArgumentException e) {
+      throw new IllegalStateException("@MsgQueueListener method " + method.description() + ": mode \"" + text
+          + "\" is none of transaction, lease, at-most-once", e);
+    }
   }
 
   private static int orZero(Integer value) {

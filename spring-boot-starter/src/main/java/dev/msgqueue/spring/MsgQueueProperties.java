@@ -1,5 +1,6 @@
 package dev.msgqueue.spring;
 
+import dev.msgqueue.ConsumeMode;
 import dev.msgqueue.MicrometerMetrics;
 import dev.msgqueue.MsgQueueConfig;
 import java.time.Duration;
@@ -242,8 +243,15 @@ public class MsgQueueProperties {
     private Integer batchSize;
     /** How long an idle subscriber waits between claims when no wake-up comes. */
     private Duration pollInterval;
-    /** The lease of lease mode (at-least-once); unset means the default at-most-once mode. */
+    /**
+     * How listeners deliver: {@code transaction} (the default: at least once, a handler's writes through the
+     * application's {@code DataSource} commit with the message's removal), {@code lease} or {@code at-most-once}.
+     */
+    private ConsumeMode mode;
+    /** The lease of {@code lease} mode; unset means 30 s. Only with {@code mode: lease}. */
     private Duration lease;
+    /** {@code transaction} mode: the longest a held transaction may stay idle (and on PostgreSQL 17 last). */
+    private Duration transactionTimeout;
     /** The longest shutdown waits for a listener's in-flight handlers. */
     private Duration closeTimeout;
 
@@ -269,6 +277,22 @@ public class MsgQueueProperties {
 
     public void setPollInterval(Duration pollInterval) {
       this.pollInterval = pollInterval;
+    }
+
+    public ConsumeMode getMode() {
+      return mode;
+    }
+
+    public void setMode(ConsumeMode mode) {
+      this.mode = mode;
+    }
+
+    public Duration getTransactionTimeout() {
+      return transactionTimeout;
+    }
+
+    public void setTransactionTimeout(Duration transactionTimeout) {
+      this.transactionTimeout = transactionTimeout;
     }
 
     public Duration getLease() {

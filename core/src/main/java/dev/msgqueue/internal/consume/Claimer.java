@@ -1,12 +1,9 @@
 package dev.msgqueue.internal.consume;
 
-import static dev.msgqueue.internal.consume.PipelineContext.NEVER;
-
 import dev.msgqueue.ClaimedMessage;
 import java.util.List;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.Semaphore;
-import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -31,8 +28,6 @@ import org.slf4j.Logger;
  */
 final class Claimer {
   private static final Logger log = PipelineContext.LOG;
-  /** The first wait after an empty claim that followed claims that found messages; it doubles from there. */
-  private static final long FIRST_RECHECK_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
 
   private final PipelineContext context;
   /** Tells the handler pool that messages were put on the ready queue. */
@@ -45,9 +40,7 @@ final class Claimer {
   private final int fullBatch;
   private final int maxClaimsInFlight;
   private final int maxUnwrittenAcks;
-  private final long pollNanos;
-  private final long maxIdlePollNanos;
-  private final long followUpNanos;
+  private final PollSchedule polls; // guarded by claimLock
 
   /** Free room: handlers plus prefetch, taken before a claim is sent. */
   private final Semaphore slots;
@@ -58,9 +51,6 @@ final class Claimer {
   /** The messages the claims in flight asked for; changed under claimLock, read without it by handlerEnded. */
   private final AtomicInteger claiming = new AtomicInteger();
   private boolean fullClaims; // guarded by claimLock: the last claim found all it asked for
-  private long recheckNanos = FIRST_RECHECK_NANOS; // guarded by claimLock
-  private long idlePollNanos; // guarded by claimLock
-  private long followUpAt = NEVER; // guarded by claimLock
   private PipelineThreads.Cancellable nextPoll; // guarded by claimLock
   private final AtomicLong wakeCount = new AtomicLong();
   private final AtomicBoolean waitingForRoom = new AtomicBoolean();
@@ -80,10 +70,7 @@ final class Claimer {
     this.maxClaimsInFlight =
         Math.max(1, Math.min(PipelineContext.MAX_STATEMENTS_IN_FLIGHT, capacity / claimThreshold));
     this.maxUnwrittenAcks = Math.max(batchSize, settings.concurrency());
-    this.pollNanos = settings.pollInterval().toNanos();
-    this.idlePollNanos = pollNanos;
-    this.maxIdlePollNanos = Math.max(pollNanos, settings.maxIdlePollInterval().toNanos());
-    this.followUpNanos = settings.wakeupWindow().toNanos();
+    this.polls = new PollSchedule(settings);
     this.slots = new Semaphore(capacity);
     this.leastFreeRoom = new AtomicInteger(capacity);
   }
@@ -92,7 +79,7 @@ final class Claimer {
   void wake() {
     wakeCount.incrementAndGet();
     synchronized (claimLock) {
-      followUpAt = context.now() + followUpNanos;
+      polls.woken(context.now());
       claimNow();
     }
   }
@@ -320,8 +307,7 @@ final class Claimer {
       }
       fullClaims = found == wanted;
       if (found > 0) {
-        recheckNanos = FIRST_RECHECK_NANOS;
-        idlePollNanos = pollNanos;
+        polls.found();
         claimNow(); // messages were there: there may be more
         return;
       }
@@ -332,44 +318,9 @@ final class Claimer {
       if (claimsInFlight > 0) {
         return; // the last claim to return decides
       }
-      long now = context.now();
-      long wait;
-      if (claimFailed) {
-        wait = pollNanos;
-        recheckNanos = NEVER;
-      } else if (recheckNanos != NEVER) {
-        wait = recheckNanos;
-        recheckNanos = recheckNanos >= pollNanos / 2 ? NEVER : recheckNanos * 2;
-      } else {
-        wait = nextIdlePoll();
-      }
-      if (followUpAt != NEVER) {
-        if (followUpAt - now > 0) {
-          wait = Math.min(wait, followUpAt - now);
-        } else {
-          followUpAt = NEVER;
-        }
-      }
+      long wait = polls.nextWait(claimFailed, context.now());
       schedulePoll(wait);
     }
-  }
-
-  /**
-   * The wait before the next idle poll: it doubles (up to {@link PipelineSettings#maxIdlePollInterval}) while a
-   * wake-up listener is connected, since a publish wakes the subscriber anyway, and is the poll interval otherwise.
-   * A backed-off wait is shortened by up to a tenth at random: subscribers started together would otherwise poll in
-   * the same instant every interval, a burst of one claim per subscriber on the shared workers and the pool.
-   */
-  private long nextIdlePoll() {
-    PipelineSettings settings = context.settings;
-    boolean listening = settings.wakeupsListening() != null && settings.wakeupsListening().getAsBoolean();
-    if (!listening) {
-      idlePollNanos = pollNanos;
-      return pollNanos;
-    }
-    long wait = idlePollNanos;
-    idlePollNanos = Math.min(maxIdlePollNanos, idlePollNanos * 2);
-    return wait > pollNanos ? wait - ThreadLocalRandom.current().nextLong(wait / 10 + 1) : wait;
   }
 
   private void schedulePoll(long waitNanos) {

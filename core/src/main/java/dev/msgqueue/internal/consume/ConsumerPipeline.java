@@ -18,7 +18,7 @@ import org.slf4j.LoggerFactory;
  * batches, up to four run at once; otherwise one; none while more than a batch of acks is unwritten. Up to as many
  * ack statements run at once, each of at most {@code batchSize} receipts.
  */
-public final class ConsumerPipeline {
+public final class ConsumerPipeline implements Pipeline {
   private static final Logger log = LoggerFactory.getLogger(ConsumerPipeline.class);
 
   private final PipelineContext context;
@@ -35,7 +35,7 @@ public final class ConsumerPipeline {
     this.context = new PipelineContext(store, settings, threads);
     // Each room knows only the rooms it hands work to; the two hand-offs back go through this coordinator.
     this.acks = new AckBatcher(context, this::housekeepingStopped, this::ackWritten);
-    this.housekeeping = new SubscriberHousekeeping(context, acks);
+    this.housekeeping = new SubscriberHousekeeping(context, acks::flushing);
     this.claimer = new Claimer(context, this::messagesReady, acks::unwritten);
     this.handlers = new HandlerPool(context, handler, claimer, acks, housekeeping);
   }
@@ -53,6 +53,7 @@ public final class ConsumerPipeline {
   }
 
   /** Binds the queue and sends the first claim. On failure nothing keeps running and the threads are released. */
+  @Override
   public void start() {
     try {
       context.store.bindQueue();
@@ -67,59 +68,72 @@ public final class ConsumerPipeline {
   }
 
   /** A wake-up: claims at once, and once more a wake-up window later for notifications coalesced away. */
+  @Override
   public void wake() {
     context.wakeups.incrementAndGet();
     claimer.wake();
   }
 
+  @Override
   public boolean isClosing() {
     return closed.get();
   }
 
+  @Override
   public long claimRounds() {
     return context.claimRounds.get();
   }
 
+  @Override
   public long ackFlushes() {
     return context.ackFlushes.get();
   }
 
+  @Override
   public long leaseRenewals() {
     return context.leaseRenewals.get();
   }
 
+  @Override
   public long wakeups() {
     return context.wakeups.get();
   }
 
+  @Override
   public long acked() {
     return context.acked.get();
   }
 
+  @Override
   public long deadLettered() {
     return context.deadLettered.get();
   }
 
+  @Override
   public long released() {
     return context.released.get();
   }
 
   /** The name prefix of the shared threads this pipeline runs on. */
+  @Override
   public String sharedThreadPrefix() {
     return context.threads.namePrefix();
   }
 
   /** The most receipts one ack statement carried so far. */
+  @Override
   public int largestAck() {
     return context.largestAck.get();
   }
 
   /** The most messages claimed or being claimed at once and not yet handled (running, waiting or asked for). */
+  @Override
   public int mostHeld() {
     return claimer.mostHeld();
   }
 
   /** Messages of at-most-once takes whose commit went unanswered and whose outcome the server could not tell. */
+  @Override
   public long unresolved() {
     return context.unresolved.get();
   }
@@ -131,6 +145,7 @@ public final class ConsumerPipeline {
    *
    * @return whether every running handler finished within the timeout
    */
+  @Override
   public boolean close(Duration timeout) {
     claimer.stop();
     handlers.stopStarting();

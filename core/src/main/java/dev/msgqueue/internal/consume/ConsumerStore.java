@@ -3,6 +3,7 @@ package dev.msgqueue.internal.consume;
 import dev.msgqueue.ClaimedMessage;
 import dev.msgqueue.FailureOutcome;
 import java.util.List;
+import java.util.Map;
 
 /**
  * The pipeline's one road to the database: every act of one subscriber on its queue, in the subscriber's mode. Each
@@ -56,6 +57,29 @@ public interface ConsumerStore {
    * @return whether it had to be re-created
    */
   boolean keepAlive();
+
+  /**
+   * Held-transaction mode: runs {@code work} in a transaction of its own on a pooled connection, joining none of the
+   * caller's: commits if it returns, rolls back if it throws (and rethrows).
+   */
+  <T> T inHeldTransaction(HeldWork<T> work);
+
+  /**
+   * Held-transaction mode: counts a failed delivery for each of {@code ids}, whose last delivery ended without
+   * commit, in autocommit on a connection of its own, so the count outlives the transaction that holds them.
+   *
+   * @return each counted message's failed deliveries now, by id
+   */
+  Map<Long, Integer> countEndedDeliveries(List<Long> ids);
+
+  /** The most deliveries a message gets before it is dead-lettered (the retry policy's), or 0 without a policy. */
+  int maxDeliveries();
+
+  /** Work in a held transaction. */
+  @FunctionalInterface
+  interface HeldWork<T> {
+    T run(HeldTransaction transaction);
+  }
 
   /** Reports a handler's run to the repository's events. */
   void handled(long nanos, boolean failed);

@@ -3,6 +3,7 @@ package dev.msgqueue.internal.consume;
 import dev.msgqueue.DeadLetter;
 import dev.msgqueue.FailureOutcome;
 import dev.msgqueue.RetryPolicy;
+import dev.msgqueue.internal.sql.HeldStatements;
 import dev.msgqueue.internal.sql.Receipt;
 import dev.msgqueue.internal.sql.RetryStatements;
 import java.time.Duration;
@@ -56,6 +57,47 @@ public final class Retries {
     boolean released = RetryStatements.releaseFailed(ctx, receipt, backoff.apply(failed), errorClass,
         errorMessage) > 0;
     return released ? FailureOutcome.RETRY_SCHEDULED : FailureOutcome.NOT_HELD;
+  }
+
+  /**
+   * {@link #fail} for a message this transaction holds locked (the held-transaction mode), after its handler's
+   * effects were rolled back: retried after {@code backoff} of the failed deliveries so far (PENDING, claimable once
+   * it has passed), or moved to the dead-letter queue on its last delivery. Commits with the transaction.
+   */
+  public static FailureOutcome failLocked(DSLContext tx, String queue, long id, Throwable error, RetryPolicy policy,
+      IntFunction<Duration> backoff) {
+    int failed = HeldStatements.failedDeliveries(tx, id) + 1;
+    String errorClass = text(error.getClass().getName(), MAX_ERROR_CLASS_CHARS);
+    String errorMessage = text(error.getMessage(), DeadLetter.MAX_ERROR_MESSAGE_CHARS);
+    if (failed >= policy.maxDeliveries() && !queue.equals(policy.deadLetterQueue())) {
+      boolean moved = RetryStatements.deadLetterLocked(tx, id, queue, policy.deadLetterQueue(),
+          policy.deadLetterTtl(), 1, errorClass, errorMessage) > 0;
+      if (moved) {
+        log.warn("message {} of \"{}\" failed delivery {} of {}; moved to dead-letter queue \"{}\" ({}: {})", id, queue,
+            failed, policy.maxDeliveries(), policy.deadLetterQueue(), errorClass, errorMessage);
+      }
+      return moved ? FailureOutcome.DEAD_LETTERED : FailureOutcome.NOT_HELD;
+    }
+    boolean released = RetryStatements.releaseFailedLocked(tx, id, backoff.apply(Math.min(failed,
+        policy.maxDeliveries())), errorClass, errorMessage) > 0;
+    return released ? FailureOutcome.RETRY_SCHEDULED : FailureOutcome.NOT_HELD;
+  }
+
+  /**
+   * Moves a message this transaction holds locked to the dead-letter queue without handling it: its earlier
+   * deliveries ended without commit {@code failed} times (its consumer died each time), which the policy allows no
+   * more of. @return whether it moved
+   */
+  public static boolean deadLetterEnded(DSLContext tx, String queue, long id, int failed, RetryPolicy policy) {
+    boolean moved = RetryStatements.deadLetterLocked(tx, id, queue, policy.deadLetterQueue(), policy.deadLetterTtl(),
+        0, DeadLetter.TRANSACTION_ENDED, text("the transaction of delivery " + failed + " of "
+            + policy.maxDeliveries() + " ended without commit", DeadLetter.MAX_ERROR_MESSAGE_CHARS)) > 0;
+    if (moved) {
+      log.warn("message {} of \"{}\": the transaction of delivery {} of {} ended without commit (its consumer died,"
+          + " hung or lost its connection); moved to dead-letter queue \"{}\"", id, queue, failed,
+          policy.maxDeliveries(), policy.deadLetterQueue());
+    }
+    return moved;
   }
 
   /**

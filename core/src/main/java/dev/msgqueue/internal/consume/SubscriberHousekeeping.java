@@ -14,6 +14,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.locks.Lock;
 import java.util.concurrent.locks.LockSupport;
+import java.util.function.BooleanSupplier;
 import org.slf4j.Logger;
 
 /**
@@ -27,7 +28,8 @@ final class SubscriberHousekeeping {
   private static final Logger log = PipelineContext.LOG;
 
   private final PipelineContext context;
-  private final AckBatcher acks;
+  /** Whether an ack statement's task is running (none in the held-transaction mode). */
+  private final BooleanSupplier acksRunning;
   private final long maxHandlerNanos;
   private final long keepAliveNanos;
 
@@ -41,9 +43,9 @@ final class SubscriberHousekeeping {
   private volatile long nextHousekeepingAt = NEVER;
   private volatile long nextKeepAlive; // written by start() and then by one housekeeping round at a time
 
-  SubscriberHousekeeping(PipelineContext context, AckBatcher acks) {
+  SubscriberHousekeeping(PipelineContext context, BooleanSupplier acksRunning) {
     this.context = context;
-    this.acks = acks;
+    this.acksRunning = acksRunning;
     this.maxHandlerNanos = context.settings.maxHandlerTime().toNanos();
     this.keepAliveNanos = context.settings.keepAliveInterval().toNanos();
   }
@@ -68,7 +70,7 @@ final class SubscriberHousekeeping {
       }
     }
     long until = System.nanoTime() + HOUSEKEEPING_STOP_NANOS;
-    while ((roundRunning.get() || acks.flushing()) && System.nanoTime() - until < 0) {
+    while ((roundRunning.get() || acksRunning.getAsBoolean()) && System.nanoTime() - until < 0) {
       LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(1));
     }
   }

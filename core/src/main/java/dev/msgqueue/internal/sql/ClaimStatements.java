@@ -265,10 +265,14 @@ public final class ClaimStatements {
    * {@code "aborted"}, {@code "in progress"}, or {@code null} if it is too old for the server to know.
    */
   public static String transactionStatus(DSLContext ctx, long transactionId) {
+    return ctx.select(transactionStatus(val(Long.toString(transactionId)))).fetchOne(Record1::value1);
+  }
+
+  /** {@code pg_xact_status} of a full transaction id given as text. */
+  static Field<String> transactionStatus(Field<String> fullTransactionId) {
     // A cast to xid8 as a template: jOOQ has no data type for xid8.
-    return ctx.select(function("pg_xact_status", SQLDataType.VARCHAR,
-            field("cast({0} as xid8)", SQLDataType.OTHER, val(Long.toString(transactionId)))))
-        .fetchOne(Record1::value1);
+    return function("pg_xact_status", SQLDataType.VARCHAR,
+        field("cast({0} as xid8)", SQLDataType.OTHER, fullTransactionId));
   }
 
   /**

@@ -8,6 +8,7 @@ import static dev.msgqueue.internal.sql.ServerTime.utcNowPlus;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM_FAILURE;
+import static org.jooq.impl.DSL.any;
 import static org.jooq.impl.DSL.coalesce;
 import static org.jooq.impl.DSL.inline;
 import static org.jooq.impl.DSL.name;
@@ -92,11 +93,27 @@ public final class RetryStatements {
    */
   public static int releaseFailed(
       DSLContext ctx, Receipt receipt, Duration backoff, String errorClass, String errorMessage) {
+    return releaseFailed(ctx, held(receipt), backoff, errorClass, errorMessage);
+  }
+
+  /**
+   * {@link #releaseFailed(DSLContext, Receipt, Duration, String, String)} for an item this transaction holds locked
+   * (the held-transaction mode): PENDING already, claimable from now + {@code backoff}.
+   *
+   * @return 1 if released, 0 if the item is gone
+   */
+  public static int releaseFailedLocked(
+      DSLContext tx, long id, Duration backoff, String errorClass, String errorMessage) {
+    return releaseFailed(tx, I.ID.eq(id), backoff, errorClass, errorMessage);
+  }
+
+  private static int releaseFailed(
+      DSLContext ctx, Condition heldItem, Duration backoff, String errorClass, String errorMessage) {
     CommonTableExpression<Record1<Long>> released = name("released").fields("id")
         .as(ctx.update(I)
             .set(I.STATUS, MessageQueueItemStatus.PENDING)
             .set(I.READ_AFTER, utcNowPlus(backoff))
-            .where(held(receipt))
+            .where(heldItem)
             .returningResult(I.ID));
     Field<Long> releasedId = released.field("id", Long.class);
     return upsertFailure(ctx.with(released).insertInto(F, F.ITEM_ID, F.FAILED_DELIVERIES, F.LAST_ERROR_CLASS,
@@ -115,6 +132,24 @@ public final class RetryStatements {
    * @return 1 if moved, 0 if the receipt no longer matches
    */
   public static int deadLetter(DSLContext ctx, Receipt receipt, String fromQueue, String deadLetterQueue,
+      Duration ttl, int countedDeliveries, String errorClass, String errorMessage) {
+    return deadLetter(ctx, held(receipt), fromQueue, deadLetterQueue, ttl, countedDeliveries, errorClass,
+        errorMessage);
+  }
+
+  /**
+   * {@link #deadLetter(DSLContext, Receipt, String, String, Duration, int, String, String)} for an item this
+   * transaction holds locked (the held-transaction mode).
+   *
+   * @return 1 if moved, 0 if the item is gone or in another queue
+   */
+  public static int deadLetterLocked(DSLContext tx, long id, String fromQueue, String deadLetterQueue,
+      Duration ttl, int countedDeliveries, String errorClass, String errorMessage) {
+    return deadLetter(tx, I.ID.eq(id), fromQueue, deadLetterQueue, ttl, countedDeliveries, errorClass,
+        errorMessage);
+  }
+
+  private static int deadLetter(DSLContext ctx, Condition heldItem, String fromQueue, String deadLetterQueue,
       Duration ttl, int countedDeliveries, String errorClass, String errorMessage) {
     CommonTableExpression<Record1<String>> queueRow = name("dead_letter_queue").fields("name")
         .as(ctx.insertInto(Q)
@@ -135,7 +170,7 @@ public final class RetryStatements {
             .set(I.STATUS, MessageQueueItemStatus.PENDING)
             .set(I.READ_AFTER, utcNow())
             .set(I.EXPIRES_AT, utcNowPlus(ttl))
-            .where(held(receipt))
+            .where(heldItem)
             .and(I.QUEUE_ID.eq(fromQueue))
             .returningResult(I.ID));
     Field<Long> movedId = moved.field("id", Long.class);
@@ -162,6 +197,26 @@ public final class RetryStatements {
             .from(I)
             .join(receipts(receipts)).on(heldUnderReceipt()),
         1, DeadLetter.LEASE_EXPIRED, errorMessage)
+        .returningResult(F.ITEM_ID, F.FAILED_DELIVERIES)
+        .fetch();
+  }
+
+  /**
+   * Counts a failed delivery, as a delivery whose transaction ended without commit
+   * ({@link DeadLetter#TRANSACTION_ENDED}), for each of the items {@code ids} that exists, in one statement. Run on a
+   * connection of its own in autocommit: the count must outlive the transaction that holds the items, which may end
+   * the same way.
+   *
+   * @return (id, failed deliveries now) of the items counted
+   */
+  public static Result<Record2<Long, Integer>> countEndedDeliveries(
+      DSLContext ctx, Collection<Long> ids, String errorMessage) {
+    return upsertFailure(ctx.insertInto(F, F.ITEM_ID, F.FAILED_DELIVERIES, F.LAST_ERROR_CLASS, F.LAST_ERROR_MESSAGE,
+            F.LAST_FAILED_AT, F.ORIGINAL_QUEUE_ID, F.DEAD_LETTERED_AT),
+        failureRows(I.ID, 1, DeadLetter.TRANSACTION_ENDED, errorMessage, null)
+            .from(I)
+            .where(I.ID.eq(any(ids.toArray(Long[]::new)))),
+        1, DeadLetter.TRANSACTION_ENDED, errorMessage)
         .returningResult(F.ITEM_ID, F.FAILED_DELIVERIES)
         .fetch();
   }

@@ -10,6 +10,8 @@ import java.util.Collections;
 import java.util.Deque;
 import java.util.LinkedList;
 import java.util.List;
+import java.util.Map;
+import dev.msgqueue.internal.consume.HeldTransaction.LockedMessage;
 import java.util.concurrent.TimeUnit;
 import java.util.function.IntFunction;
 
@@ -173,6 +175,147 @@ final class FakeStore implements ConsumerStore {
   public boolean keepAlive() {
     event("keepAlive");
     return false;
+  }
+
+  /** Held-transaction mode: messages whose last transaction rolled back or died, as their row's xmax says. */
+  private final java.util.Set<Long> endedWithoutCommit = new java.util.HashSet<>();
+  /** Held-transaction mode: failed deliveries counted per message. */
+  final java.util.Map<Long, Integer> failedDeliveries = new java.util.HashMap<>();
+  volatile int maxDeliveries = 5;
+  /** Held-transaction mode: a message to lock with its last transaction ended without commit, as if it crashed. */
+  synchronized void crashedBefore(long id) {
+    endedWithoutCommit.add(id);
+  }
+
+  @Override
+  public <T> T inHeldTransaction(HeldWork<T> work) {
+    FakeHeld tx = new FakeHeld();
+    T result;
+    try {
+      result = work.run(tx);
+    } catch (RuntimeException | Error e) {
+      synchronized (this) {
+        for (int i = tx.locked.size() - 1; i >= 0; i--) {
+          queued.addFirst(tx.locked.get(i));
+          endedWithoutCommit.add(tx.locked.get(i));
+        }
+        outstanding -= tx.locked.size();
+      }
+      event("rollback");
+      throw e;
+    }
+    synchronized (this) {
+      List<Long> back = new ArrayList<>(tx.locked);
+      back.removeAll(tx.deleted);
+      back.removeAll(tx.settled);
+      for (int i = back.size() - 1; i >= 0; i--) {
+        queued.addFirst(back.get(i));
+      }
+      outstanding -= tx.locked.size();
+    }
+    event("commit");
+    return result;
+  }
+
+  @Override
+  public synchronized Map<Long, Integer> countEndedDeliveries(List<Long> ids) {
+    Map<Long, Integer> counts = new java.util.HashMap<>();
+    for (Long id : ids) {
+      counts.put(id, failedDeliveries.merge(id, 1, Integer::sum));
+    }
+    event("countEnded" + ids);
+    return counts;
+  }
+
+  @Override
+  public int maxDeliveries() {
+    return maxDeliveries;
+  }
+
+  /** A held transaction in memory: what it locked, deleted and settled, applied at commit. */
+  private final class FakeHeld implements HeldTransaction {
+    final List<Long> locked = new ArrayList<>();
+    final List<Long> deleted = new ArrayList<>();
+    final List<Long> settled = new ArrayList<>();
+
+    @Override
+    public List<LockedMessage> lock(int max) {
+      List<LockedMessage> result = new ArrayList<>();
+      synchronized (FakeStore.this) {
+        mostOutstandingWithAsked = Math.max(mostOutstandingWithAsked, outstanding + max);
+        while (result.size() < max && !queued.isEmpty()) {
+          long id = queued.poll();
+          locked.add(id);
+          result.add(new LockedMessage(TestMessages.message(QUEUE, id), endedWithoutCommit.remove(id)));
+        }
+        outstanding += result.size();
+      }
+      event("lock(" + max + ")->" + lockedIds(result));
+      return result;
+    }
+
+    @Override
+    public List<LockedMessage> lockAgain(List<Long> ids) {
+      List<LockedMessage> result = new ArrayList<>();
+      synchronized (FakeStore.this) {
+        for (Long id : ids) {
+          if (queued.remove(id)) {
+            endedWithoutCommit.remove(id); // the lane's own rollback: not counted
+            locked.add(id);
+            result.add(new LockedMessage(TestMessages.message(QUEUE, id), false));
+          }
+        }
+        outstanding += result.size();
+      }
+      event("lockAgain" + ids + "->" + lockedIds(result));
+      return result;
+    }
+
+    private List<Long> lockedIds(List<LockedMessage> messages) {
+      List<Long> ids = new ArrayList<>();
+      messages.forEach(m -> ids.add(m.message().id()));
+      return ids;
+    }
+
+    @Override
+    public void delete(List<Long> ids) {
+      deleted.addAll(ids);
+      event("delete" + ids);
+    }
+
+    @Override
+    public FailureOutcome fail(ClaimedMessage message, Throwable error) {
+      settled.add(message.id());
+      int failed;
+      synchronized (FakeStore.this) {
+        failed = failedDeliveries.merge(message.id(), 1, Integer::sum);
+      }
+      boolean dead = failed >= maxDeliveries;
+      event((dead ? "deadLetter(" : "retryLater(") + message.id() + ")");
+      return dead ? FailureOutcome.DEAD_LETTERED : FailureOutcome.RETRY_SCHEDULED;
+    }
+
+    @Override
+    public boolean deadLetterEnded(ClaimedMessage message, int failed) {
+      settled.add(message.id());
+      event("deadLetterEnded(" + message.id() + ")");
+      return true;
+    }
+
+    @Override
+    public org.jooq.DSLContext dsl() {
+      return null;
+    }
+
+    @Override
+    public boolean ended() {
+      return false;
+    }
+
+    @Override
+    public void inSavepoint(Body body) throws Exception {
+      body.run(null);
+    }
   }
 
   @Override
