@@ -4,14 +4,12 @@ import com.zaxxer.hikari.HikariConfig;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.msgqueue.Housekeeper;
 import dev.msgqueue.MsgQueueRepository;
-import dev.msgqueue.ConsumeMode;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.QueueSpec;
 import dev.msgqueue.Subscriber;
 import dev.msgqueue.WakeupListener;
 import java.sql.Connection;
 import java.sql.DriverManager;
-import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -36,7 +34,8 @@ public final class PlainJvmService {
   public static void main(String[] args) throws Exception {
     String jdbcUrl = args[0];
 
-    // A pool: msgqueue takes a connection for each operation and returns it at once.
+    // A pool: msgqueue takes a connection for each operation and returns it at once; a subscriber holds one per
+    // running handler (its transaction), so the pool needs its concurrency + 2 (the default 8: 10).
     HikariConfig poolConfig = new HikariConfig();
     poolConfig.setJdbcUrl(jdbcUrl);
     poolConfig.setMaximumPoolSize(10);
@@ -55,7 +54,6 @@ public final class PlainJvmService {
                  log.info("shipping {}", message.payload());
                  handled.countDown();
                })
-               .mode(ConsumeMode.LEASE).lease(Duration.ofSeconds(30))
                .wakeups(wakeups)
                .start()) {
         for (int order = 1; order <= 3; order++) {

@@ -14,6 +14,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
 import org.slf4j.Logger;
 
 /**
@@ -32,10 +33,17 @@ import org.slf4j.Logger;
  *
  * <p>Messages whose last delivery ended without commit (their consumer died, hung past the timeout, lost its
  * connection) are counted as failed deliveries on a connection outside the transaction, so the count survives this
- * lane dying too, and those past the retry policy's deliveries are dead-lettered instead of handled.
+ * lane dying too; those past the retry policy's deliveries are dead-lettered, the others quarantined (ASSIGNED, which
+ * batches do not take) by a transaction that commits at once. Quarantined messages are handled one per transaction,
+ * while no other lane of the subscriber holds a lock, so a message that kills its consumer takes no other message's
+ * delivery with it: it alone is counted again, and reaches the dead letter after the policy's deliveries. The mark is
+ * in the row, so a message quarantined by a consumer that then died is found by the others (after a batch that was not
+ * full, at most once a poll interval).
  */
 final class HeldLanes {
   private static final Logger log = PipelineContext.LOG;
+  /** How often a lane waiting to handle quarantined messages alone checks whether the subscriber closes. */
+  private static final long ISOLATION_WAIT_MILLIS = 100;
 
   private final PipelineContext context;
   private final TransactionalMessageHandler handler;
@@ -54,6 +62,13 @@ final class HeldLanes {
   private final Set<Thread> laneThreads = ConcurrentHashMap.newKeySet();
   /** Lock statements run one at a time, so that turns follow the order of the locked ids. */
   private final ReentrantLock locking = new ReentrantLock();
+  /**
+   * Batches hold it shared for their transaction; a lane handling messages whose delivery ended without commit holds
+   * it alone, so that this subscriber holds no other lock meanwhile. Fair: waiting lanes go in turn.
+   */
+  private final ReentrantReadWriteLock isolation = new ReentrantReadWriteLock(true);
+  /** When to look for quarantined messages next after a batch that was not full. */
+  private final AtomicLong nextQuarantineCheck = new AtomicLong(Long.MIN_VALUE);
   private final Turns turns;
   private final HeldConnections connections;
   /** Starts lanes once a connection frees: one object, so that it waits for a connection once. */
@@ -74,6 +89,7 @@ final class HeldLanes {
     this.halfTimeoutNanos = transactionTimeoutNanos / 2;
     this.polls = new PollSchedule(context.settings);
     this.turns = new Turns(concurrency);
+    this.nextQuarantineCheck.set(context.now());
   }
 
   /** The lanes, hence pooled connections, a subscriber of {@code concurrency} holds at most at once. */
@@ -223,12 +239,15 @@ final class HeldLanes {
   /** @return how many messages the lane locked */
   private int runBatch() {
     Batch batch = new Batch();
+    boolean failed = false;
+    isolation.readLock().lock();
     try {
       context.store.inHeldTransaction(tx -> {
         handleBatch(tx, batch);
         return null;
       });
-    } catch (HandlerFailed failed) {
+    } catch (HandlerFailed handlerFailed) {
+      failed = true;
       if (batch.transactionEnded) {
         // The transaction itself is gone (its connection failed or the server ended it), whatever the handler then
         // threw. Its messages are back, and the next lane that locks them counts this delivery as one that ended
@@ -238,17 +257,102 @@ final class HeldLanes {
         return batch.locked;
       }
       // The batch rolled back, its handlers' writes with it: each of its messages now gets a transaction of its own.
-      handleOneByOne(batch);
-      return batch.locked;
+      log.warn("handler failed on message {} of \"{}\"; its batch of {} rolled back and each of its messages is"
+          + " handled in a transaction of its own", batch.failedId, queue, batch.toHandle.size(), batch.failure);
+      handleEachAlone(ids(batch.toHandle), batch.failedId, batch.failure);
     } finally {
+      isolation.readLock().unlock();
       if (batch.ticket >= 0 && !batch.turnTaken) {
         turns.skip(batch.ticket);
       }
       holding.addAndGet(-batch.locked);
     }
-    context.acked.addAndGet(batch.handled.size());
-    context.released.addAndGet(batch.released);
+    if (!failed) {
+      context.acked.addAndGet(batch.handled.size());
+      context.released.addAndGet(batch.released);
+    }
+    if (batch.quarantined > 0 || (batch.locked < batchSize && quarantineCheckDue())) {
+      handleQuarantined();
+    }
     return batch.locked;
+  }
+
+  /**
+   * Whether to look for quarantined messages after a batch that was not full: once a poll interval, so that messages
+   * a consumer that died quarantined are found by the others without a statement per batch.
+   */
+  private boolean quarantineCheckDue() {
+    long now = context.now();
+    long due = nextQuarantineCheck.get();
+    return now - due >= 0 && nextQuarantineCheck.compareAndSet(due, now + context.settings.pollInterval().toNanos());
+  }
+
+  /**
+   * Handles the quarantined messages of the queue one by one, each in a transaction that locks only it, while no other
+   * lane of this subscriber holds a lock: a message that kills its consumer then takes no other message's delivery
+   * with it, and its count reaches the dead letter after the policy's deliveries.
+   */
+  private void handleQuarantined() {
+    try {
+      while (!isolation.writeLock().tryLock(ISOLATION_WAIT_MILLIS, TimeUnit.MILLISECONDS)) {
+        if (!running) {
+          return; // closing: they stay quarantined, and a consumer of the queue handles them
+        }
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return;
+    }
+    try {
+      boolean more = true;
+      while (more && running) {
+        try {
+          more = context.store.inHeldTransaction(this::handleOneQuarantined);
+        } catch (RuntimeException e) {
+          log.warn("subscriber of \"{}\": a transaction of a quarantined message failed ({}); it stays quarantined",
+              queue, e.toString());
+          return;
+        }
+      }
+    } finally {
+      isolation.writeLock().unlock();
+    }
+  }
+
+  /** @return whether there was a quarantined message to lock */
+  private boolean handleOneQuarantined(HeldTransaction tx) {
+    LockedMessage message = tx.lockQuarantined();
+    if (message == null) {
+      return false;
+    }
+    if (message.endedWithoutCommit() && !withoutDeadLetters(tx, List.of(message)).contains(message)) {
+      return true; // its deliveries kept ending without commit: dead-lettered
+    }
+    long ticket = turns.ticket();
+    if (!turns.await(ticket)) {
+      return false; // closing: it stays quarantined
+    }
+    long start = context.now();
+    try {
+      tx.inSavepoint(savepoint -> handler.handle(message.message(), savepoint));
+      context.store.handled(context.now() - start, false);
+    } catch (Exception e) {
+      context.store.handled(context.now() - start, true);
+      context.failed.incrementAndGet();
+      settle(tx, message, e); // the handler failed, its consumer did not: retried or dead-lettered, as any failure
+      return true;
+    } finally {
+      turns.done();
+    }
+    tx.delete(List.of(message.message().id()));
+    context.acked.incrementAndGet();
+    return true;
+  }
+
+  private static List<Long> ids(List<LockedMessage> messages) {
+    List<Long> ids = new ArrayList<>(messages.size());
+    messages.forEach(message -> ids.add(message.message().id()));
+    return ids;
   }
 
   private void handleBatch(HeldTransaction tx, Batch batch) {
@@ -273,6 +377,21 @@ final class HeldLanes {
       return;
     }
     List<LockedMessage> toHandle = withoutDeadLetters(tx, locked);
+    List<Long> suspects = new ArrayList<>();
+    for (LockedMessage message : toHandle) {
+      if (message.endedWithoutCommit()) {
+        suspects.add(message.message().id());
+      }
+    }
+    if (!suspects.isEmpty()) {
+      // Some deliveries of this batch ended without commit, so one of its messages may kill its consumer: quarantine
+      // those, and commit at once, handling nothing, so that no rollback can undo the quarantine; the others are
+      // back in the queue for the next batch.
+      tx.quarantine(suspects);
+      batch.quarantined = suspects.size();
+      batch.released = toHandle.size() - suspects.size();
+      return;
+    }
     batch.toHandle = toHandle;
     batch.turnTaken = true;
     if (!turns.await(batch.ticket)) {
@@ -305,7 +424,9 @@ final class HeldLanes {
     } finally {
       turns.done();
     }
-    tx.delete(batch.handled);
+    if (!batch.handled.isEmpty()) {
+      tx.delete(batch.handled);
+    }
   }
 
   /**
@@ -338,50 +459,47 @@ final class HeldLanes {
   }
 
   /**
-   * After a batch rolled back: each of its messages in a transaction of its own, in id order. Each transaction locks
-   * the messages still to do (another consumer may have taken some since), handles the first in a savepoint (the one
-   * whose handler failed is settled by the retry policy instead of run again) and commits, which gives the others
-   * back until the next transaction locks them again.
+   * After a batch rolled back: handles {@code ids} each in a transaction of its own, in id order, with a savepoint
+   * around its handler; the one whose handler failed already ({@code failedId}, with {@code failure}) is settled by the
+   * retry policy instead of run again. Each transaction locks the messages still to do (another consumer may have
+   * taken some since) and handles the first, which gives the others back until the next transaction locks them again:
+   * between two transactions no other consumer finds them with this lane's rollback in their row and counts it as a
+   * crash.
    */
-  private void handleOneByOne(Batch batch) {
-    Set<Long> remaining = new LinkedHashSet<>();
-    batch.toHandle.forEach(message -> remaining.add(message.message().id()));
-    log.warn("handler failed on message {} of \"{}\"; its batch of {} rolled back and each of its messages is"
-        + " handled in a transaction of its own", batch.failedId, queue, remaining.size(), batch.failure);
+  private void handleEachAlone(List<Long> ids, long failedId, Throwable failure) {
+    Set<Long> remaining = new LinkedHashSet<>(ids);
     while (!remaining.isEmpty() && running) {
-      boolean more;
       try {
-        more = context.store.inHeldTransaction(tx -> handleFirst(tx, remaining, batch));
+        context.store.inHeldTransaction(tx -> {
+          handleFirst(tx, remaining, failedId, failure);
+          return null;
+        });
       } catch (RuntimeException e) {
         log.warn("subscriber of \"{}\": a transaction of one message failed ({}); its messages are claimable again",
             queue, e.toString());
         return;
       }
-      if (!more) {
-        return;
-      }
     }
   }
 
-  /** @return whether any of {@code remaining} was still there to lock */
-  private boolean handleFirst(HeldTransaction tx, Set<Long> remaining, Batch batch) {
+  private void handleFirst(HeldTransaction tx, Set<Long> remaining, long failedId, Throwable failure) {
     List<LockedMessage> again = tx.lockAgain(new ArrayList<>(remaining));
     Set<Long> lockedIds = new HashSet<>();
     again.forEach(message -> lockedIds.add(message.message().id()));
     remaining.retainAll(lockedIds);
     if (again.isEmpty()) {
-      return false;
+      return;
     }
     LockedMessage first = again.get(0);
     long id = first.message().id();
     remaining.remove(id);
-    if (id == batch.failedId) {
-      settle(tx, first, batch.failure);
-      return true;
+    if (id == failedId) {
+      settle(tx, first, failure);
+      return;
     }
     long ticket = turns.ticket();
     if (!turns.await(ticket)) {
-      return true; // closing: committed unhandled, it goes back to the queue
+      return; // closing: committed unhandled, it goes back to the queue
     }
     long start = context.now();
     try {
@@ -391,13 +509,12 @@ final class HeldLanes {
       context.store.handled(context.now() - start, true);
       context.failed.incrementAndGet();
       settle(tx, first, e);
-      return true;
+      return;
     } finally {
       turns.done();
     }
     tx.delete(List.of(id));
     context.acked.incrementAndGet();
-    return true;
   }
 
   private void settle(HeldTransaction tx, LockedMessage message, Throwable error) {
@@ -412,6 +529,8 @@ final class HeldLanes {
     boolean turnTaken;
     int locked;
     List<LockedMessage> toHandle = List.of();
+    /** Messages of the batch it quarantined: their last delivery ended without commit. */
+    int quarantined;
     final List<Long> handled = new ArrayList<>();
     int released;
     long failedId = -1;

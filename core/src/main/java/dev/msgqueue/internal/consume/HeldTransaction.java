@@ -21,6 +21,15 @@ public interface HeldTransaction {
   /** Locks again those of {@code ids} still claimable, after this lane's batch was rolled back. @return in id order */
   List<LockedMessage> lockAgain(List<Long> ids);
 
+  /**
+   * Quarantines messages whose last delivery ended without commit: from this transaction's commit on, only
+   * {@link #lockQuarantined} takes them, one per transaction.
+   */
+  void quarantine(List<Long> ids);
+
+  /** Locks the lowest quarantined message of the queue, if any. @return it, or null */
+  LockedMessage lockQuarantined();
+
   /** Deletes handled messages: they leave their queue when this transaction commits. */
   void delete(List<Long> ids);
 

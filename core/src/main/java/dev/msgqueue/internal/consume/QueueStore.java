@@ -152,6 +152,16 @@ public final class QueueStore implements ConsumerStore {
       return locked(HeldStatements.lockAgain(tx, queue.name(), ids));
     }
 
+    @Override
+    public void quarantine(List<Long> ids) {
+      HeldStatements.quarantine(tx, ids);
+    }
+
+    @Override
+    public LockedMessage lockQuarantined() {
+      return HeldStatements.lockQuarantined(tx, queue.name()).map(row -> locked(List.of(row)).get(0)).orElse(null);
+    }
+
     private List<LockedMessage> locked(List<HeldStatements.Locked> rows) {
       List<LockedMessage> locked = new ArrayList<>(rows.size());
       for (HeldStatements.Locked row : rows) {

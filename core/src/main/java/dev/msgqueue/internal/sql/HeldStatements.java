@@ -140,6 +140,39 @@ public final class HeldStatements {
     return locked;
   }
 
+  /**
+   * Quarantines items this transaction locked whose last delivery ended without commit: ASSIGNED, readable now. The
+   * batch lock takes PENDING items only, so a quarantined item is handled only by {@link #lockQuarantined}, alone;
+   * the mark is in the row, so every consumer of the queue, in any process, sees it. @return how many
+   */
+  public static int quarantine(DSLContext tx, Collection<Long> ids) {
+    return tx.update(I)
+        .set(I.STATUS, inline(MessageQueueItemStatus.ASSIGNED))
+        .set(I.READ_AFTER, utcNow())
+        .where(I.ID.eq(any(idArray(ids))))
+        .execute();
+  }
+
+  /**
+   * Locks the lowest claimable quarantined item of {@code queue} (ASSIGNED, readable now, not expired), FOR UPDATE SKIP
+   * LOCKED, with whether the last transaction that locked it ended without commit, as {@link #lock} does.
+   *
+   * @return the item, or empty if none is there
+   */
+  public static java.util.Optional<Locked> lockQuarantined(DSLContext tx, String queue) {
+    return tx.select(I.ID, I.PAYLOAD, epochMillis(I.EXPIRES_AT), endedWithoutCommit())
+        .from(I)
+        .where(I.QUEUE_ID.eq(queue))
+        .and(I.STATUS.eq(inline(MessageQueueItemStatus.ASSIGNED)))
+        .and(I.READ_AFTER.le(utcNow()))
+        .and(I.EXPIRES_AT.gt(utcNow()))
+        .orderBy(I.ID)
+        .limit(inline(1))
+        .forUpdate()
+        .skipLocked()
+        .fetchOptional(r -> new Locked(r.value1(), r.value2(), r.value3(), Boolean.TRUE.equals(r.value4())));
+  }
+
   /** Deletes items this transaction locked: handled, they leave with its commit. @return how many */
   public static int delete(DSLContext tx, Collection<Long> ids) {
     org.jooq.Param<Long[]> array = idArray(ids);

@@ -179,6 +179,8 @@ final class FakeStore implements ConsumerStore {
 
   /** Held-transaction mode: messages whose last transaction rolled back or died, as their row's xmax says. */
   private final java.util.Set<Long> endedWithoutCommit = new java.util.HashSet<>();
+  /** Held-transaction mode: quarantined messages (ASSIGNED), in id order. */
+  private final java.util.TreeSet<Long> quarantined = new java.util.TreeSet<>();
   /** Held-transaction mode: failed deliveries counted per message. */
   final java.util.Map<Long, Integer> failedDeliveries = new java.util.HashMap<>();
   volatile int maxDeliveries = 5;
@@ -199,7 +201,11 @@ final class FakeStore implements ConsumerStore {
           queued.addFirst(tx.locked.get(i));
           endedWithoutCommit.add(tx.locked.get(i));
         }
-        outstanding -= tx.locked.size();
+        for (Long id : tx.lockedQuarantined) {
+          quarantined.add(id);
+          endedWithoutCommit.add(id);
+        }
+        outstanding -= tx.locked.size() + tx.lockedQuarantined.size();
       }
       event("rollback");
       throw e;
@@ -208,10 +214,17 @@ final class FakeStore implements ConsumerStore {
       List<Long> back = new ArrayList<>(tx.locked);
       back.removeAll(tx.deleted);
       back.removeAll(tx.settled);
+      back.removeAll(tx.quarantining);
       for (int i = back.size() - 1; i >= 0; i--) {
         queued.addFirst(back.get(i));
       }
-      outstanding -= tx.locked.size();
+      quarantined.addAll(tx.quarantining);
+      for (Long id : tx.lockedQuarantined) {
+        if (!tx.deleted.contains(id) && !tx.settled.contains(id)) {
+          quarantined.add(id);
+        }
+      }
+      outstanding -= tx.locked.size() + tx.lockedQuarantined.size();
     }
     event("commit");
     return result;
@@ -235,8 +248,32 @@ final class FakeStore implements ConsumerStore {
   /** A held transaction in memory: what it locked, deleted and settled, applied at commit. */
   private final class FakeHeld implements HeldTransaction {
     final List<Long> locked = new ArrayList<>();
+    final List<Long> lockedQuarantined = new ArrayList<>();
+    final List<Long> quarantining = new ArrayList<>();
     final List<Long> deleted = new ArrayList<>();
     final List<Long> settled = new ArrayList<>();
+
+    @Override
+    public void quarantine(List<Long> ids) {
+      quarantining.addAll(ids);
+      event("quarantine" + ids);
+    }
+
+    @Override
+    public LockedMessage lockQuarantined() {
+      LockedMessage result = null;
+      synchronized (FakeStore.this) {
+        Long id = quarantined.pollFirst();
+        if (id != null) {
+          lockedQuarantined.add(id);
+          outstanding++;
+          result = new LockedMessage(TestMessages.message(QUEUE, id), endedWithoutCommit.remove(id));
+        }
+      }
+      event("lockQuarantined->" + (result == null ? "none" : result.message().id()
+          + (result.endedWithoutCommit() ? " ended" : "")));
+      return result;
+    }
 
     @Override
     public List<LockedMessage> lock(int max) {

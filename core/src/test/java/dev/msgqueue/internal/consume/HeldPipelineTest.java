@@ -43,8 +43,10 @@ class HeldPipelineTest {
     threads.runAll();
 
     assertThat(handled).containsExactly(1L, 2L, 3L);
+    // After a batch that was not full the lane looks for quarantined messages, at most once a poll interval.
     assertThat(databaseActs()).containsExactly(
         "lock(10)->[1, 2, 3]", "delete[1, 2, 3]", "commit",
+        "lockQuarantined->none", "commit",
         "lock(10)->[]", "commit");
     assertThat(pipeline.acked()).isEqualTo(3);
     assertThat(pipeline.close(Duration.ZERO)).isTrue();
@@ -71,6 +73,7 @@ class HeldPipelineTest {
         "lockAgain[1, 2, 3]->[1, 2, 3]", "delete[1]", "commit",
         "lockAgain[2, 3]->[2, 3]", "retryLater(2)", "commit",
         "lockAgain[3]->[3]", "delete[3]", "commit",
+        "lockQuarantined->none", "commit",
         "lock(10)->[]", "commit");
     assertThat(pipeline.acked()).isEqualTo(2);
     assertThat(pipeline.close(Duration.ZERO)).isTrue();
@@ -88,6 +91,7 @@ class HeldPipelineTest {
     assertThat(handled).containsExactly(2L);
     assertThat(databaseActs()).containsExactly(
         "lock(10)->[1, 2]", "countEnded[1]", "deadLetterEnded(1)", "delete[2]", "commit",
+        "lockQuarantined->none", "commit",
         "lock(10)->[]", "commit");
     assertThat(pipeline.deadLettered()).isEqualTo(1);
     assertThat(pipeline.close(Duration.ZERO)).isTrue();
@@ -103,8 +107,65 @@ class HeldPipelineTest {
 
     assertThat(handled).containsExactly(1L);
     assertThat(store.failedDeliveries).containsEntry(1L, 1);
-    assertThat(databaseActs()).startsWith("lock(10)->[1]", "countEnded[1]", "delete[1]", "commit");
+    // Quarantined by a transaction that commits at once, then handled alone: locked on its own, so a crash in its
+    // handler takes no other message with it.
+    assertThat(databaseActs()).startsWith("lock(10)->[1]", "countEnded[1]", "quarantine[1]", "commit",
+        "lockQuarantined->1", "delete[1]", "commit", "lockQuarantined->none", "commit");
     assertThat(pipeline.close(Duration.ZERO)).isTrue();
+  }
+
+  @Test
+  void aBatchWithDeliveriesThatEndedWithoutCommitQuarantinesThemAndEachIsHandledAlone() {
+    store.publish(1, 4);
+    store.crashedBefore(2);
+    store.crashedBefore(3);
+    HeldPipeline pipeline = pipeline(1, 10, (message, tx) -> handled.add(message.id()));
+    pipeline.start();
+    threads.runAll();
+
+    assertThat(handled).containsExactly(2L, 3L, 1L, 4L);
+    assertThat(databaseActs()).containsExactly(
+        "lock(10)->[1, 2, 3, 4]", "countEnded[2, 3]", "quarantine[2, 3]", "commit",
+        "lockQuarantined->2", "delete[2]", "commit",
+        "lockQuarantined->3", "delete[3]", "commit",
+        "lockQuarantined->none", "commit",
+        "lock(10)->[1, 4]", "delete[1, 4]", "commit",
+        "lockQuarantined->none", "commit",
+        "lock(10)->[]", "commit");
+    assertThat(pipeline.close(Duration.ZERO)).isTrue();
+  }
+
+  @Test
+  void aQuarantinedMessageWhoseHandlingDiedAgainIsCountedAloneAndDeadLetteredAtItsLastDelivery() {
+    store.publish(1, 2);
+    store.crashedBefore(1);
+    store.failedDeliveries.put(1L, 3);
+    store.maxDeliveries = 5;
+    List<Long> calls = Collections.synchronizedList(new ArrayList<>());
+    HeldPipeline pipeline = pipeline(1, 10, (message, tx) -> {
+      calls.add(message.id());
+      if (message.id() == 1) {
+        throw new CrashInTest(); // an Error from the handler: the consumer "dies" in its transaction
+      }
+    });
+    pipeline.start();
+    threads.runAll();
+    // First delivery of the lot ends in a rolled-back transaction, as a crash's: counted once more, then dead-lettered.
+    threads.advance(TimeUnit.SECONDS.toNanos(2));
+    threads.runAll();
+
+    assertThat(databaseActs()).startsWith(
+        "lock(10)->[1, 2]", "countEnded[1]", "quarantine[1]", "commit",
+        "lockQuarantined->1", "rollback");
+    assertThat(store.failedDeliveries).containsEntry(1L, 5);
+    assertThat(databaseActs()).contains("deadLetterEnded(1)");
+    assertThat(calls).containsExactly(1L, 2L);
+    pipeline.close(Duration.ZERO);
+  }
+
+  /** A handler that dies in a way no handler catches, in place of a killed process. */
+  private static final class CrashInTest extends Error {
+    private static final long serialVersionUID = 1L;
   }
 
   @Test
