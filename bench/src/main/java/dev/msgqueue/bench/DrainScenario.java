@@ -206,11 +206,6 @@ final class DrainScenario implements Scenario {
     control.execute("VACUUM ANALYZE \"MessageQueueItem\""); // plain SQL: jOOQ has no VACUUM
   }
 
-  private static boolean isSubscriber(Cell cell) {
-    return cell.consumer().equals(SUBSCRIBER) || cell.consumer().equals(SUBSCRIBER_LEASE)
-        || cell.consumer().equals(SUBSCRIBER_ONE_CLAIM);
-  }
-
   /** Drains the preloaded table with {@code cell}'s consumer, on a pool of its own. */
   Row drain(BenchDatabase database, Cell cell, int messages) throws Exception {
     return drain(database, cell, messages, List.of());
@@ -233,7 +228,7 @@ final class DrainScenario implements Scenario {
       long started = System.nanoTime();
       boolean drained = switch (cell.consumer()) {
         case FLOOR, PRODUCTION, PGMQ_SHAPE, REPOSITORY -> loops(pool, cell, statements, consumed, clientCpuNanos);
-        default -> subscriber(pool, cell, messages, statements, consumed);
+        default -> subscriber(pool, cell, messages, statements, consumed, clientCpuNanos);
       };
       double seconds = (System.nanoTime() - started) / 1e9;
       long jit = jitMillis() - jitBefore;
@@ -243,8 +238,7 @@ final class DrainScenario implements Scenario {
       long serverCpuNanos = BenchSql.backendCpuNanos(backends);
       long left = cell.consumer().equals(PGMQ_SHAPE) ? PgmqShape.rowsLeft(database.control())
           : database.control().fetchCount(MESSAGE_QUEUE_ITEM);
-      double cpuMicrosPerMessage = isSubscriber(cell) ? Double.NaN
-          : clientCpuNanos.get() / 1e3 / Math.max(1, consumed.get());
+      double cpuMicrosPerMessage = clientCpuNanos.get() / 1e3 / Math.max(1, consumed.get());
       double serverCpuMicrosPerMessage = serverCpuNanos < 0 ? Double.NaN
           : serverCpuNanos / 1e3 / Math.max(1, consumed.get());
       return new Row(cell.consumer(), cell.concurrency(), consumed.get(), seconds, consumed.get() / seconds,
@@ -361,8 +355,13 @@ final class DrainScenario implements Scenario {
     }
   }
 
+  /**
+   * Runs {@code cell}'s Subscriber until it handled {@code messages}; {@code clientCpuNanos} gets the CPU time of the
+   * library's threads (named {@code msgqueue-}) over the drain, read before the Subscriber closes and stops them: its
+   * claims, handlers and acks, jOOQ and pgjdbc included, as the loops' figure is theirs.
+   */
   private boolean subscriber(HikariDataSource pool, Cell cell, int messages, AtomicLong statements,
-      AtomicLong consumed) throws InterruptedException {
+      AtomicLong consumed, AtomicLong clientCpuNanos) throws InterruptedException {
     DSLContext counted = DSL.using(new DefaultConfiguration().set(pool).set(SQLDialect.POSTGRES)
         .set(new CountingListener(statements)));
     MsgQueueRepository repository = MsgQueueRepository.create(counted, MsgQueueConfig.defaults());
@@ -377,6 +376,7 @@ final class DrainScenario implements Scenario {
       builder.prefetch(BATCH);
     }
     long giveUp = System.nanoTime() + timeout.toNanos();
+    LibraryThreadsCpu libraryCpu = LibraryThreadsCpu.start();
     try (Subscriber subscriber = builder.start()) {
       while (consumed.get() < messages) {
         if (System.nanoTime() - giveUp > 0) {
@@ -384,6 +384,7 @@ final class DrainScenario implements Scenario {
         }
         Thread.sleep(1);
       }
+      clientCpuNanos.set(libraryCpu.nanosSinceStart());
     }
     return true;
   }
@@ -404,8 +405,8 @@ final class DrainScenario implements Scenario {
   }
 
   /**
-   * @param clientCpuMicrosPerMessage CPU time of the consuming threads per message (the loops; NaN for the
-   *     Subscriber, whose work spreads over threads it owns)
+   * @param clientCpuMicrosPerMessage CPU time of the consuming threads per message: the loops' threads, or the
+   *     Subscriber's (the library's threads)
    * @param serverCpuMicrosPerMessage CPU time of the cell's server backends per message (NaN if the server is not
    *     on this machine)
    * @param ratioToFloor messages/s over the best floor cell's
@@ -427,6 +428,11 @@ final class DrainScenario implements Scenario {
     }
   }
 
+  /** A CPU figure for a table: {@code -} where not measured. */
+  static String micros(double micros) {
+    return Double.isNaN(micros) ? "-" : String.format(Locale.ROOT, "%.2f", micros);
+  }
+
   /** A CPU figure for a CSV cell: empty where not measured. */
   static String csvMicros(double micros) {
     return Double.isNaN(micros) ? "" : String.format(Locale.ROOT, "%.3f", micros);
@@ -446,15 +452,16 @@ final class DrainScenario implements Scenario {
       out.println(header);
       out.println("-".repeat(header.length()));
       for (Row r : rows) {
-        out.printf(Locale.ROOT, "%-17s %5d %9d %8.2f %10.0f %9.4f %8.2f %8.2f %6.2f %6d %6d %6d%s%n", r.consumer(),
+        out.printf(Locale.ROOT, "%-17s %5d %9d %8.2f %10.0f %9.4f %8s %8s %6.2f %6d %6d %6d%s%n", r.consumer(),
             r.concurrency(), r.messages(), r.seconds(), r.messagesPerSecond(), r.statementsPerMessage(),
-            r.clientCpuMicrosPerMessage(), r.serverCpuMicrosPerMessage(), r.ratioToFloor(), r.left(), r.jitMillis(),
-            r.warmupDrains(), r.drained() ? "" : "  (timed out)");
+            micros(r.clientCpuMicrosPerMessage()), micros(r.serverCpuMicrosPerMessage()), r.ratioToFloor(), r.left(),
+            r.jitMillis(), r.warmupDrains(), r.drained() ? "" : "  (timed out)");
       }
-      out.println("client / server: CPU microseconds per message of the consuming threads (jOOQ, pgjdbc, mapping;"
-          + " loops only) and of the cell's server backends. jit: milliseconds the JVM's JIT compiled during the"
-          + " cell; warm: unmeasured drains of the cell before it, until the JIT compiled for at most "
-          + Math.round(QUIET_JIT_SHARE * 100) + "% of a drain's time.");
+      out.println("client / server: CPU microseconds per message of the consuming threads (the loops' threads, or"
+          + " the Subscriber's: jOOQ, pgjdbc, mapping) and of the cell's server backends (- : the server is not on"
+          + " this machine). jit: milliseconds the JVM's JIT compiled during the cell; warm: unmeasured drains of the"
+          + " cell before it, until the JIT compiled for at most " + Math.round(QUIET_JIT_SHARE * 100)
+          + "% of a drain's time.");
     }
 
     @Override
