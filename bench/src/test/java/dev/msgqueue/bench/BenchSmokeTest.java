@@ -29,7 +29,9 @@ class BenchSmokeTest {
   @Test
   void quickRunWritesEveryCellInWellFormedResults() throws Exception {
     Path results = Path.of(System.getProperty("msgqueue.bench.smokeResults", "target/smoke-results"));
-    List<String> args = new ArrayList<>(List.of("--quick", "--results", results.toString()));
+    // Every scenario, scale included (the default run leaves scale out).
+    List<String> args = new ArrayList<>(List.of("--quick", "--scenarios", BenchOptions.ALL_SCENARIOS, "--results",
+        results.toString()));
     String url = System.getProperty(URL_VARIABLE, System.getenv(URL_VARIABLE));
     if (url != null && !url.isBlank()) {
       args.addAll(List.of("--jdbc-url", url));
