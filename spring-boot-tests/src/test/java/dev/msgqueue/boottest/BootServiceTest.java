@@ -58,6 +58,20 @@ class BootServiceTest {
   }
 
   @Test
+  void aPublishCountsOnceItsTransactionCommitsAndARolledBackOneNever() {
+    String queue = "boot-counted";
+    assertThat(http().post("/failing-orders/" + queue, "{\"order\": \"rolled back\"}").status()).isEqualTo(409);
+    assertThat(count("msgqueue.messages.published", queue)).as("after a rolled-back publish").isZero();
+
+    assertThat(http().post("/queues/" + queue + "/orders", "{\"order\": \"kept\"}").status()).isEqualTo(200);
+    assertThat(count("msgqueue.messages.published", queue)).as("after a committed publish").isEqualTo(1.0);
+
+    assertThat(http().post("/failing-orders/" + queue, "{\"order\": \"rolled back\"}").status()).isEqualTo(409);
+    assertThat(count("msgqueue.messages.published", queue)).as("after another rolled-back one").isEqualTo(1.0);
+    assertThat(database().fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.eq(queue))).isOne();
+  }
+
+  @Test
   void healthIsUp() {
     Http.Response health = http().get("/actuator/health/msgqueue");
     assertThat(health.status()).isEqualTo(200);
@@ -114,7 +128,11 @@ class BootServiceTest {
   }
 
   private double count(String meter) {
-    Http.Response response = http().get("/actuator/metrics/" + meter + "?tag=queue:" + BootService.ORDERS);
+    return count(meter, BootService.ORDERS);
+  }
+
+  private double count(String meter, String queue) {
+    Http.Response response = http().get("/actuator/metrics/" + meter + "?tag=queue:" + queue);
     assertThat(response.status()).as(meter + ": " + response.body()).isEqualTo(200);
     return ((Number) response.json("$.measurements[0].value")).doubleValue();
   }
