@@ -16,6 +16,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.springframework.beans.factory.annotation.Value;
 import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.system.CapturedOutput;
+import org.springframework.boot.test.system.OutputCaptureExtension;
 import org.springframework.test.annotation.DirtiesContext;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
@@ -24,7 +26,8 @@ import org.springframework.test.context.DynamicPropertySource;
  * The service as a user runs it: Boot's own auto-configuration (its DataSource, jOOQ, Liquibase, Actuator and metrics
  * registry, and the starter's beans, none supplied by the test) on a fresh database, driven over HTTP.
  */
-@ExtendWith(ScratchDatabase.class)
+// The output is captured from before the service starts (OutputCaptureExtension's class-level capture).
+@ExtendWith({ScratchDatabase.class, OutputCaptureExtension.class})
 @SpringBootTest(classes = BootService.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
 @DirtiesContext
 class BootServiceTest {
@@ -55,6 +58,13 @@ class BootServiceTest {
         "msgqueue/003-item-failures.xml");
     assertThat(files.get(files.size() - 1)).endsWith("service-changelog.xml");
     assertThat(database().fetchCount(MESSAGE_QUEUE_ITEM)).isNotNegative();
+  }
+
+  @Test
+  void theFreshDatabaseMigratedWithoutAWarning(CapturedOutput output) {
+    // Liquibase logged the service's start (so the capture saw it), and no notice of the server's as a warning.
+    assertThat(output.getAll()).contains("msgqueue-005-message-queue-item-claim-index")
+        .doesNotContain("does not exist, skipping");
   }
 
   @Test
