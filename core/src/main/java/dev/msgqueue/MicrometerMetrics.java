@@ -103,9 +103,8 @@ public final class MicrometerMetrics implements AutoCloseable {
   /**
    * {@link #bind(MeterRegistry, MsgQueueRepository, int)}, with or without the queue gauges
    * ({@code msgqueue.queue.messages}, {@code msgqueue.queue.oldest.ready.age}). With them, each {@link Housekeeper}
-   * tick of this repository reads the statistics of every queue (3.3 ms of database time at 10 million messages,
-   * measured; docs/scaling.md): every replica that binds them pays that each tick, so a fleet of many replicas binds
-   * them on a few and the counters and timers everywhere.
+   * tick of this repository reads the statistics of every queue (measured: docs/scaling.md): every replica that binds
+   * them pays that each tick, so a fleet of many replicas binds them on a few and the counters and timers everywhere.
    *
    * @param queueGauges whether to register the queue gauges and read the statistics they show each tick
    * @throws IllegalArgumentException for a null argument or a bound out of range

@@ -90,9 +90,10 @@ final class DrainScenario implements Scenario {
 
   /**
    * A warm-up drain counts as quiet when the JIT compiled for at most this share of its wall time. On two cores a
-   * compiler thread takes the CPU the server's backends need: a library cell measured after one warm-up drain still
-   * had C2 compiling jOOQ's rendering and mapping code for 0.5-0.7 of a core throughout (perf, 2026-12-04).
+   * compiler thread takes the CPU the server's backends need.
    */
+  // A library cell measured after one warm-up drain still had C2 compiling jOOQ's rendering and mapping code for
+  // 0.5-0.7 of a core throughout (perf, 2026-12-04).
   static final double QUIET_JIT_SHARE = 0.02;
   /** At most this many warm-up drains per cell; the measured drain reports the JIT time it still saw. */
   static final int MAX_WARMUP_DRAINS = 8;
