@@ -9,7 +9,7 @@
 --   deadline and is left alone.
 --   <p>The receipts travel as two arrays joined with {@code unnest(ids, deadlines)}: two bind values whatever the
 --   batch size, planned as a nested loop over the primary key. A row-value list {@code ("id","readAfter") IN ((?,?),
---   ...)} took 200 bind values for 100 receipts and about 15 times as long to plan and run.
+--   ...)} takes 200 bind values for 100 receipts and took far longer to plan and run.
 --   @return the ids deleted
 delete from "MessageQueueItem"
 using (
@@ -81,13 +81,13 @@ where (
 --   id = ANY(claimed.redelivered)}. The status is the row's status as the lock found it (READ COMMITTED re-reads a row
 --   changed while the lock waited), so ASSIGNED there means the claim took over a lease that ran out: a redelivery.
 --   The default mode claims PENDING items only, so it needs no such array. In both modes the locked ids come back as
---   one array and the update finds them with one primary-key scan: 6% fewer buffer reads per claim than joining the
---   locked rows one by one, and 1.1-1.3x the lease claim's rate at four clients. The
+--   one array and the update finds them with one primary-key scan, fewer buffer reads per claim and a faster lease
+--   claim than joining the locked rows one by one. The
 --   queue name is not returned: every claimed item is in {@code queue}. Each column left out is one less value per
 --   message to send and to map (the client's mapping, not the server, is what a claim of 100 spends most
 --   of its time on). The limit is inlined rather than bound: with a bound limit PostgreSQL's generic plan (which it
 --   switches to after five executions, or always under {@code plan_cache_mode = force_generic_plan}) cannot know the
---   limit is small, and estimated a full scan and hash join (35-40 ms on 100,000 rows); with the literal every plan
+--   limit is small, and estimated a full scan and hash join; with the literal every plan
 --   walks the {@code ("queueId","id")} index and stops after n rows. One statement text per distinct {@code max},
 --   which a subscriber keeps constant.
 --   @param lease the lease, at least 1 ms, or {@code null} for the default (no redelivery) mode
@@ -361,10 +361,10 @@ insert into "MessageQueueItem" ("id", "payload", "readAfter", "expiresAt", "queu
 --   twice. A take that deletes nothing is assigned no transaction id.
 --   <p>Shape: {@code DELETE ... WHERE id = ANY(ARRAY(SELECT id ... ORDER BY id LIMIT n FOR UPDATE SKIP LOCKED))
 --   RETURNING id, payload, "expiresAt", pg_current_xact_id()}, the claim's row search with the claim's condition, and a
---   delete instead of the update: the claim's update sets {@code status} and {@code "readAfter"}, both in the
+--   delete instead of the update. Why: the claim's update sets {@code status} and {@code "readAfter"}, both in the
 --   production expiry index, so it writes a new row version and three index entries per message, and the ack then
---   deletes it; a delete writes no index entry (measured: docs/benchmark.md). The limit is inlined, as in
---   {@link #claim}.
+--   deletes it; a delete writes no index entry, and the take drains several times as fast as the claim with its ack
+--   (measured: docs/benchmark.md). The limit is inlined, as in {@link #claim}.
 --   @return the taken messages, in no particular order, and the transaction's id (0 if none was taken)
 delete from "MessageQueueItem"
 where "MessageQueueItem"."id" = any (
@@ -761,8 +761,8 @@ returning "MessageQueueItem"."id";
 --   {@link #insertItems} with the queue's keep-alive in the same statement: {@code WITH kept_alive AS (UPDATE
 --   "MessageQueue" ... SKIP LOCKED) INSERT INTO "MessageQueueItem" ...}. A queue's first publish in a keep-alive
 --   interval pays one statement and one commit instead of two: with many queues nearly every publish is a queue's
---   first, and the separate keep-alive statement measured 0.65x the publish rate of 10 queues at 100,000 queues
---   (docs/scaling.md). PostgreSQL runs a data-modifying {@code WITH} once, to completion, whether or not the insert
+--   first, and the separate keep-alive statement slowed publishing to many queues (measured: docs/scaling.md).
+--   PostgreSQL runs a data-modifying {@code WITH} once, to completion, whether or not the insert
 --   reads it. The update writes the row only if its {@code "lastActive"} is older than {@code maxAge} and no one else
 --   holds it (the same statement as {@link QueueStatements#keepAliveIfStale}), so it never waits; the insert's
 --   foreign-key check then finds the row locked by its own statement. A missing queue fails the whole statement with

@@ -36,7 +36,7 @@ import org.slf4j.LoggerFactory;
  *
  * <p><b>Overlapping ticks.</b> The lock makes overlap rare, not impossible: a replica whose lock session dies (killed,
  * or its connection lost) learns it only when its tick ends its lock transaction, so its jobs go on for the rest of
- * the tick (measured: 200-330 ms) while another replica already holds the lock and runs its own. That tick then
+ * the tick while another replica already holds the lock and runs its own. That tick then
  * reports {@link HousekeepingRun.Outcome#FAILED FAILED}, though what its jobs committed stands. Overlap is safe:
  * every statement of both jobs locks its rows {@code FOR UPDATE SKIP LOCKED}, so two reapers, two cleanups, or a
  * reaper and a cleanup running at once each act on rows the other does not hold, never wait for each other and cannot

@@ -27,10 +27,14 @@ import java.util.concurrent.TimeUnit;
  *       {@code .redelivered}, {@code .dead.lettered}; {@code msgqueue.queues.healed} (a reaped auto-deleted queue
  *       re-created by a publish); {@code msgqueue.handler.failures}; {@code msgqueue.messages.unresolved} (messages
  *       of an at-most-once take whose commit went unanswered and whose outcome could not be learned: lost if it
- *       committed; alert on any);
+ *       committed; alert on any). {@code msgqueue.messages.published} counts a
+ *       publish when it commits: at once in autocommit, after the caller's transaction commits where the binding's
+ *       {@link CommitHook} sees that transaction (the Spring Boot starter's: Spring-managed transactions), never for
+ *       one that rolls back. A publish inside a transaction the hook cannot see (your own jOOQ or JDBC transaction,
+ *       bound without a hook) counts when its statement succeeds, rolled back or not;
  *       {@code msgqueue.queues.reaped} and {@code msgqueue.messages.expired.deleted} (untagged);
- *   <li>timers {@code msgqueue.publish}, {@code msgqueue.claim} (empty claims included), {@code msgqueue.ack},
- *       {@code msgqueue.handler};
+ *   <li>timers {@code msgqueue.publish} (every publish call, committed or not), {@code msgqueue.claim} (empty claims
+ *       included), {@code msgqueue.ack}, {@code msgqueue.handler};
  *   <li>gauges {@code msgqueue.queue.messages} (tag {@code state}: {@code ready}, {@code delayed},
  *       {@code in.flight}, {@code expired}) and {@code msgqueue.queue.oldest.ready.age} (seconds), refreshed by each
  *       {@link Housekeeper} tick, never by a scrape: exact ({@link MsgQueueRepository#queueStatistics()}) while the
@@ -56,6 +60,7 @@ public final class MicrometerMetrics implements AutoCloseable {
   private final MsgQueueRepository repository;
   private final int maxQueueTags;
   private final boolean queueGauges;
+  private final CommitHook commitHook;
   private final Map<String, String> queueTags = new ConcurrentHashMap<>();
   private final Map<String, QueueMeters> meters = new ConcurrentHashMap<>();
   private final Counter reaped;
@@ -64,11 +69,12 @@ public final class MicrometerMetrics implements AutoCloseable {
   private final MultiGauge oldestReadyAge;
 
   private MicrometerMetrics(MeterRegistry registry, MsgQueueRepository repository, int maxQueueTags,
-      boolean queueGauges) {
+      boolean queueGauges, CommitHook commitHook) {
     this.registry = registry;
     this.repository = repository;
     this.maxQueueTags = maxQueueTags;
     this.queueGauges = queueGauges;
+    this.commitHook = commitHook;
     this.reaped = Counter.builder("msgqueue.queues.reaped").baseUnit("queues")
         .description("idle auto-deleted queues the reaper deleted").register(registry);
     this.expiredDeleted = Counter.builder("msgqueue.messages.expired.deleted").baseUnit("messages")
@@ -99,19 +105,30 @@ public final class MicrometerMetrics implements AutoCloseable {
   /**
    * {@link #bind(MeterRegistry, MsgQueueRepository, int)}, with or without the queue gauges
    * ({@code msgqueue.queue.messages}, {@code msgqueue.queue.oldest.ready.age}). With them, each {@link Housekeeper}
-   * tick of this repository reads the statistics of every queue (3.3 ms of database time at 10 million messages,
-   * measured; docs/scaling.md): every replica that binds them pays that each tick, so a fleet of many replicas binds
-   * them on a few and the counters and timers everywhere.
+   * tick of this repository reads the statistics of every queue (measured: docs/scaling.md): every replica that binds
+   * them pays that each tick, so a fleet of many replicas binds them on a few and the counters and timers everywhere.
    *
    * @param queueGauges whether to register the queue gauges and read the statistics they show each tick
    * @throws IllegalArgumentException for a null argument or a bound out of range
    */
   public static MicrometerMetrics bind(
       MeterRegistry registry, MsgQueueRepository repository, int maxQueueTags, boolean queueGauges) {
+    return bind(registry, repository, maxQueueTags, queueGauges, CommitHook.IMMEDIATE);
+  }
+
+  /**
+   * {@link #bind(MeterRegistry, MsgQueueRepository, int, boolean)}, counting {@code msgqueue.messages.published}
+   * through {@code commitHook}: a publish inside a transaction the hook sees counts once that transaction commits.
+   *
+   * @throws IllegalArgumentException for a null argument or a bound out of range
+   */
+  public static MicrometerMetrics bind(MeterRegistry registry, MsgQueueRepository repository, int maxQueueTags,
+      boolean queueGauges, CommitHook commitHook) {
     Arguments.requireNonNull(registry, "registry");
     Arguments.requireNonNull(repository, "repository");
     Arguments.requireWithin(maxQueueTags, "maxQueueTags", 1, MAX_QUEUE_TAGS);
-    MicrometerMetrics metrics = new MicrometerMetrics(registry, repository, maxQueueTags, queueGauges);
+    Arguments.requireNonNull(commitHook, "commitHook");
+    MicrometerMetrics metrics = new MicrometerMetrics(registry, repository, maxQueueTags, queueGauges, commitHook);
     repository.context().events().reportTo(metrics.new Sink());
     return metrics;
   }
@@ -205,8 +222,13 @@ public final class MicrometerMetrics implements AutoCloseable {
     @Override
     public void published(String queue, int messages, long nanos) {
       QueueMeters m = metersOf(queue);
-      m.published.increment(messages);
       m.publish.record(nanos, TimeUnit.NANOSECONDS);
+      Runnable count = () -> m.published.increment(messages);
+      try {
+        commitHook.afterCommit(count);
+      } catch (RuntimeException e) {
+        count.run(); // a hook that cannot defer: counted as if no transaction were observed
+      }
     }
 
     @Override

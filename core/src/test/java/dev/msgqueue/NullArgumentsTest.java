@@ -48,7 +48,7 @@ class NullArgumentsTest {
    */
   private static final Set<Class<?>> NOT_ENTRY_POINTS = Set.of(QueueStatistics.class, HousekeepingRun.class,
       HousekeepingRun.Outcome.class, FailureOutcome.class, RepublishOutcome.class, DeadLetter.class, MessageHandler.class,
-      WakeupListener.ConnectionFactory.class, TransactionalMessageHandler.class, ConsumeMode.class);
+      WakeupListener.ConnectionFactory.class, TransactionalMessageHandler.class, ConsumeMode.class, CommitHook.class);
   /** "Class.method#index": null means "the default" there. */
   private static final Set<String> NULLABLE = Set.of(
       "PublishOptions.<init>#0", // ttl: the configured default TTL
@@ -239,6 +239,8 @@ class NullArgumentsTest {
       return RetryPolicy.defaults("q-dlq");
     } else if (type == MeterRegistry.class) {
       return new SimpleMeterRegistry();
+    } else if (type == CommitHook.class) {
+      return CommitHook.IMMEDIATE;
     } else if (type == Object.class) {
       return "other";
     }

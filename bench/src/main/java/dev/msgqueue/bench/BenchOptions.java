@@ -23,7 +23,8 @@ import java.util.List;
  * @param contentionKeepAlive the keep-alive interval of scenario 1's parent-writes check (reap threshold four times
  *     it); its throughput cells use the library's default
  * @param rounds how many slices each contention cell is measured in, the strategies in rotated order per round
- * @param scenarioIds the scenarios to run, by id; empty for all
+ * @param scenarioIds the scenarios to run, by id, or {@link #ALL_SCENARIOS} alone; empty for the default run (all but
+ *     {@link BenchMain#NOT_IN_DEFAULT_RUN})
  * @param keepDatabase whether to leave the benchmark database on the server when done (for inspection)
  * @param drainMessages how many messages the drain scenario preloads per cell
  * @param sustainedDuration how long each sustained run publishes and consumes
@@ -49,9 +50,13 @@ record BenchOptions(
     ScaleSettings scale,
     List<String> drainCells) {
 
+  /** {@code --scenarios all}: every scenario, scale included. */
+  static final String ALL_SCENARIOS = "all";
+
   static final String USAGE = String.join(System.lineSeparator(),
       "usage: java -jar bench/target/msgqueue-bench.jar [options]",
-      "  (no options)            run every scenario on an embedded PostgreSQL 17 started by the benchmark",
+      "  (no options)            the default run (every scenario but drain-repeat and scale, about 10 minutes on",
+      "                          2 cores) on an embedded PostgreSQL 17 started by the benchmark",
       "  --jdbc-url URL          run on an existing server instead, e.g.",
       "                          jdbc:postgresql://127.0.0.1:5432/postgres?user=postgres",
       "                          (creates a database msgqueue_bench_* there and drops it at the end)",
@@ -78,7 +83,7 @@ record BenchOptions(
       "  --maintenance-duty-cycles 1,0.5  one housekeeping cell per MsgQueueConfig.maintenanceDutyCycle, in this",
       "                          order (default 1,0.5: batches back to back, then the library's default)",
       "  --scenarios IDS         run only these: publish-contention,batching,reaper-race,end-to-end,drain,",
-      "                          sustained,drain-repeat,scale",
+      "                          sustained,drain-repeat,scale; or all (the default run, drain-repeat and scale)",
       "  --quick                 tiny sizes (the CI smoke test; its figures mean nothing)",
       "  --keep-database         do not drop the benchmark database at the end",
       "  --help                  this text");

@@ -141,9 +141,10 @@ final class DrainScenario implements Scenario {
 
   /**
    * A warm-up drain counts as quiet when the JIT compiled for at most this share of its wall time. On two cores a
-   * compiler thread takes the CPU the server's backends need: a library cell measured after one warm-up drain still
-   * had C2 compiling jOOQ's rendering and mapping code for 0.5-0.7 of a core throughout (perf, 2026-12-04).
+   * compiler thread takes the CPU the server's backends need.
    */
+  // A library cell measured after one warm-up drain still had C2 compiling jOOQ's rendering and mapping code for
+  // 0.5-0.7 of a core throughout (perf, 2026-12-04).
   static final double QUIET_JIT_SHARE = 0.02;
   /** At most this many warm-up drains per cell; the measured drain reports the JIT time it still saw. */
   static final int MAX_WARMUP_DRAINS = 8;
@@ -189,9 +190,10 @@ final class DrainScenario implements Scenario {
 
   @Override
   public Duration estimate() {
-    // Per message preloaded and drained: 0.14 ms on the embedded server and 0.20 ms on PostgreSQL 15, measured on a
-    // 2-core machine under heavy load (load average 13-28); about three warm-up drains per cell until the JIT is quiet.
-    return Duration.ofMillis(cells.size() * (1_000 + (messages + 3L * warmupMessages) * 3L / 20L));
+    // About 0.04 ms per message preloaded and drained and three warm-up drains per cell until the JIT is quiet: the
+    // default run of 2026-12-07 on PostgreSQL 15 drained 52 times 100,000 messages in 255 s on a 2-core machine shared
+    // with other builds (load average 5-15).
+    return Duration.ofMillis(cells.size() * (1_000 + (messages + 3L * warmupMessages) / 25L));
   }
 
   @Override
@@ -271,10 +273,6 @@ final class DrainScenario implements Scenario {
     control.execute("VACUUM ANALYZE \"MessageQueueItem\""); // plain SQL: jOOQ has no VACUUM
   }
 
-  private static boolean isSubscriber(Cell cell) {
-    return cell.consumer().startsWith("subscriber");
-  }
-
   /** Drains the preloaded table with {@code cell}'s consumer, on a pool of its own. */
   Row drain(BenchDatabase database, Cell cell, int messages) throws Exception {
     return drain(database, cell, messages, List.of());
@@ -299,7 +297,7 @@ final class DrainScenario implements Scenario {
       boolean drained = switch (cell.consumer()) {
         case FLOOR, PRODUCTION, PGMQ_SHAPE, HELD_SQL, HELD_SQL_COUNTED, LEASE_SQL, REPOSITORY ->
             loops(pool, cell, statements, consumed, clientCpuNanos);
-        default -> subscriber(pool, cell, messages, statements, consumed);
+        default -> subscriber(pool, cell, messages, statements, consumed, clientCpuNanos);
       };
       double seconds = (System.nanoTime() - started) / 1e9;
       long jit = jitMillis() - jitBefore;
@@ -309,8 +307,7 @@ final class DrainScenario implements Scenario {
       long serverCpuNanos = BenchSql.backendCpuNanos(backends);
       long left = cell.consumer().equals(PGMQ_SHAPE) ? PgmqShape.rowsLeft(database.control())
           : database.control().fetchCount(MESSAGE_QUEUE_ITEM);
-      double cpuMicrosPerMessage = isSubscriber(cell) ? Double.NaN
-          : clientCpuNanos.get() / 1e3 / Math.max(1, consumed.get());
+      double cpuMicrosPerMessage = clientCpuNanos.get() / 1e3 / Math.max(1, consumed.get());
       double serverCpuMicrosPerMessage = serverCpuNanos < 0 ? Double.NaN
           : serverCpuNanos / 1e3 / Math.max(1, consumed.get());
       return new Row(cell.consumer(), cell.concurrency(), consumed.get(), seconds, consumed.get() / seconds,
@@ -495,8 +492,13 @@ final class DrainScenario implements Scenario {
     }
   }
 
+  /**
+   * Runs {@code cell}'s Subscriber until it handled {@code messages}; {@code clientCpuNanos} gets the CPU time of the
+   * library's threads (named {@code msgqueue-}) over the drain, read before the Subscriber closes and stops them: its
+   * claims, handlers and acks, jOOQ and pgjdbc included, as the loops' figure is theirs.
+   */
   private boolean subscriber(HikariDataSource pool, Cell cell, int messages, AtomicLong statements,
-      AtomicLong consumed) throws InterruptedException {
+      AtomicLong consumed, AtomicLong clientCpuNanos) throws InterruptedException {
     DSLContext counted = DSL.using(new DefaultConfiguration().set(pool).set(SQLDialect.POSTGRES)
         .set(new CountingListener(statements)));
     MsgQueueRepository repository = MsgQueueRepository.create(counted, MsgQueueConfig.defaults());
@@ -527,6 +529,7 @@ final class DrainScenario implements Scenario {
       default -> builder.mode(ConsumeMode.TRANSACTION);
     }
     long giveUp = System.nanoTime() + timeout.toNanos();
+    LibraryThreadsCpu libraryCpu = LibraryThreadsCpu.start();
     try (Subscriber subscriber = builder.start()) {
       while (consumed.get() < messages) {
         if (System.nanoTime() - giveUp > 0) {
@@ -534,6 +537,7 @@ final class DrainScenario implements Scenario {
         }
         Thread.sleep(1);
       }
+      clientCpuNanos.set(libraryCpu.nanosSinceStart());
     }
     return true;
   }
@@ -559,8 +563,8 @@ final class DrainScenario implements Scenario {
   }
 
   /**
-   * @param clientCpuMicrosPerMessage CPU time of the consuming threads per message (the loops; NaN for the
-   *     Subscriber, whose work spreads over threads it owns)
+   * @param clientCpuMicrosPerMessage CPU time of the consuming threads per message: the loops' threads, or the
+   *     Subscriber's (the library's threads)
    * @param serverCpuMicrosPerMessage CPU time of the cell's server backends per message (NaN if the server is not
    *     on this machine)
    * @param ratioToFloor messages/s over the best floor cell's
@@ -582,6 +586,11 @@ final class DrainScenario implements Scenario {
     }
   }
 
+  /** A CPU figure for a table: {@code -} where not measured. */
+  static String micros(double micros) {
+    return Double.isNaN(micros) ? "-" : String.format(Locale.ROOT, "%.2f", micros);
+  }
+
   /** A CPU figure for a CSV cell: empty where not measured. */
   static String csvMicros(double micros) {
     return Double.isNaN(micros) ? "" : String.format(Locale.ROOT, "%.3f", micros);
@@ -601,15 +610,16 @@ final class DrainScenario implements Scenario {
       out.println(header);
       out.println("-".repeat(header.length()));
       for (Row r : rows) {
-        out.printf(Locale.ROOT, "%-17s %5d %9d %8.2f %10.0f %9.4f %8.2f %8.2f %6.2f %6d %6d %6d%s%n", r.consumer(),
+        out.printf(Locale.ROOT, "%-17s %5d %9d %8.2f %10.0f %9.4f %8s %8s %6.2f %6d %6d %6d%s%n", r.consumer(),
             r.concurrency(), r.messages(), r.seconds(), r.messagesPerSecond(), r.statementsPerMessage(),
-            r.clientCpuMicrosPerMessage(), r.serverCpuMicrosPerMessage(), r.ratioToFloor(), r.left(), r.jitMillis(),
-            r.warmupDrains(), r.drained() ? "" : "  (timed out)");
+            micros(r.clientCpuMicrosPerMessage()), micros(r.serverCpuMicrosPerMessage()), r.ratioToFloor(), r.left(),
+            r.jitMillis(), r.warmupDrains(), r.drained() ? "" : "  (timed out)");
       }
-      out.println("client / server: CPU microseconds per message of the consuming threads (jOOQ, pgjdbc, mapping;"
-          + " loops only) and of the cell's server backends. jit: milliseconds the JVM's JIT compiled during the"
-          + " cell; warm: unmeasured drains of the cell before it, until the JIT compiled for at most "
-          + Math.round(QUIET_JIT_SHARE * 100) + "% of a drain's time.");
+      out.println("client / server: CPU microseconds per message of the consuming threads (the loops' threads, or"
+          + " the Subscriber's: jOOQ, pgjdbc, mapping) and of the cell's server backends (- : the server is not on"
+          + " this machine). jit: milliseconds the JVM's JIT compiled during the cell; warm: unmeasured drains of the"
+          + " cell before it, until the JIT compiled for at most " + Math.round(QUIET_JIT_SHARE * 100)
+          + "% of a drain's time.");
     }
 
     @Override

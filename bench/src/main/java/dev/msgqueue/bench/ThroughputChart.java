@@ -10,7 +10,6 @@ import java.awt.image.BufferedImage;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
 import javax.imageio.ImageIO;
 
@@ -44,7 +43,7 @@ final class ThroughputChart {
     List<String> strategies = Strategies.CONTENTION_ORDER;
     double max = result.cells().stream().mapToDouble(PublishContentionScenario.Cell::messagesPerSecond)
         .filter(Double::isFinite).max().orElse(1);
-    double step = niceStep(max / 5);
+    double step = ChartAxes.niceStep(max / 5);
     double top = Math.max(step, Math.ceil(max / step) * step);
 
     BufferedImage image = new BufferedImage(WIDTH, HEIGHT, BufferedImage.TYPE_INT_RGB);
@@ -71,7 +70,7 @@ final class ThroughputChart {
         g.setColor(new Color(0xE0E0E0));
         g.drawLine(LEFT, y, LEFT + plotWidth, y);
         g.setColor(Color.BLACK);
-        String label = String.format(Locale.ROOT, "%,.0f", value);
+        String label = ChartAxes.label(value);
         g.drawString(label, LEFT - 8 - metrics.stringWidth(label), y + metrics.getAscent() / 2 - 1);
       }
       // Publisher counts are evenly spaced categories: 1, 8, 32, 64 on a linear axis would crowd the left.
@@ -138,19 +137,5 @@ final class ThroughputChart {
 
   private static int xOf(int index, int count, int plotWidth) {
     return count == 1 ? LEFT + plotWidth / 2 : LEFT + 30 + index * (plotWidth - 60) / (count - 1);
-  }
-
-  /** 1, 2 or 5 times a power of ten, at least {@code rough}. */
-  private static double niceStep(double rough) {
-    if (!(rough > 0)) {
-      return 1;
-    }
-    double magnitude = Math.pow(10, Math.floor(Math.log10(rough)));
-    for (double factor : new double[] {1, 2, 5, 10}) {
-      if (factor * magnitude >= rough) {
-        return factor * magnitude;
-      }
-    }
-    return 10 * magnitude;
   }
 }

@@ -29,7 +29,9 @@ class BenchSmokeTest {
   @Test
   void quickRunWritesEveryCellInWellFormedResults() throws Exception {
     Path results = Path.of(System.getProperty("msgqueue.bench.smokeResults", "target/smoke-results"));
-    List<String> args = new ArrayList<>(List.of("--quick", "--results", results.toString()));
+    // Every scenario, scale included (the default run leaves scale out).
+    List<String> args = new ArrayList<>(List.of("--quick", "--scenarios", BenchOptions.ALL_SCENARIOS, "--results",
+        results.toString()));
     String url = System.getProperty(URL_VARIABLE, System.getenv(URL_VARIABLE));
     if (url != null && !url.isBlank()) {
       args.addAll(List.of("--jdbc-url", url));
@@ -129,7 +131,13 @@ class BenchSmokeTest {
           .isBetween(1, DrainScenario.MAX_WARMUP_DRAINS);
       assertThat(row.path("jitMillis").isIntegralNumber()).as("jitMillis of %s", row).isTrue();
       assertThat(row.path("jitMillis").asLong()).isNotNegative();
+      // The consuming threads' CPU: the loops' own threads, the Subscriber's library threads.
+      assertThat(row.path("clientCpuMicrosPerMessage").isNumber()).as("client CPU of %s", row).isTrue();
+      assertThat(row.path("clientCpuMicrosPerMessage").asDouble()).as("client CPU of %s", row).isPositive();
     }
+    // Every figure of the drain tables is a number or "-" (not measured), never NaN.
+    assertThat(section(out, "5. Drain", "6. Sustained")).contains("subscriber ").doesNotContain("NaN");
+    assertThat(section(out, "7. Drain repeated", "8. Scale")).contains("subscriber").doesNotContain("NaN");
     JsonNode sustained = report.path("scenarios").path(SustainedScenario.ID).path("rows");
     assertThat(sustained).hasSize(SustainedScenario.CELLS.size());
     sustained.forEach(row -> {
@@ -253,6 +261,15 @@ class BenchSmokeTest {
     BufferedImage chart = ImageIO.read(results.resolve(ScaleScenario.CHART_PNG).toFile());
     assertThat(chart).isNotNull();
     assertThat(chart.getWidth()).isGreaterThan(100);
+  }
+
+  /** The part of {@code out} from the line starting with {@code from} up to the one starting with {@code to}. */
+  private static String section(String out, String from, String to) {
+    int start = out.indexOf(System.lineSeparator() + from);
+    int end = out.indexOf(System.lineSeparator() + to, start + 1);
+    assertThat(start).as("%s in the output", from).isNotNegative();
+    assertThat(end).as("%s in the output", to).isGreaterThan(start);
+    return out.substring(start, end);
   }
 
   private static void assertWellFormedCsv(Path file, int rows) throws Exception {

@@ -14,15 +14,19 @@ import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import liquibase.Scope;
+import liquibase.UpdateSummaryOutputEnum;
 import liquibase.command.CommandScope;
 import liquibase.command.core.UpdateCommandStep;
 import liquibase.command.core.helpers.DbUrlConnectionArgumentsCommandStep;
+import liquibase.command.core.helpers.ShowSummaryArgument;
 import liquibase.database.Database;
 import liquibase.database.DatabaseFactory;
 import liquibase.database.jvm.JdbcConnection;
 import liquibase.resource.ClassLoaderResourceAccessor;
+import liquibase.ui.LoggerUIService;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.slf4j.bridge.SLF4JBridgeHandler;
 
 /**
  * msgqueue without Spring: applies the schema, starts a subscriber, publishes three orders, waits until they are
@@ -33,6 +37,9 @@ public final class PlainJvmService {
 
   public static void main(String[] args) throws Exception {
     String jdbcUrl = args[0];
+    // Liquibase logs through java.util.logging: hand that to SLF4J, so one logging configuration covers every line.
+    SLF4JBridgeHandler.removeHandlersForRootLogger();
+    SLF4JBridgeHandler.install();
 
     // A pool: msgqueue takes a connection for each operation and returns it at once; a subscriber holds one per
     // running handler (its transaction), so the pool needs its concurrency + 2 (the default 8: 10).
@@ -66,15 +73,20 @@ public final class PlainJvmService {
     }
   }
 
-  /** Applies msgqueue's changelog from the msgqueue-migrations jar; a no-op once applied. */
+  /**
+   * Applies msgqueue's changelog from the msgqueue-migrations jar; a no-op once applied. Liquibase's console messages
+   * and its update summary go to its log, once, instead of to the console as well.
+   */
   private static void applySchema(HikariDataSource pool) throws Exception {
     try (Connection connection = pool.getConnection()) {
       Database database = DatabaseFactory.getInstance()
           .findCorrectDatabaseImplementation(new JdbcConnection(connection));
-      Scope.child(Map.of(Scope.Attr.resourceAccessor.name(), new ClassLoaderResourceAccessor()),
+      Scope.child(Map.of(Scope.Attr.resourceAccessor.name(), new ClassLoaderResourceAccessor(),
+              Scope.Attr.ui.name(), new LoggerUIService()),
           () -> new CommandScope(UpdateCommandStep.COMMAND_NAME)
               .addArgumentValue(DbUrlConnectionArgumentsCommandStep.DATABASE_ARG, database)
               .addArgumentValue(UpdateCommandStep.CHANGELOG_FILE_ARG, "db/changelog/msgqueue/db.changelog-master.xml")
+              .addArgumentValue(ShowSummaryArgument.SHOW_SUMMARY_OUTPUT, UpdateSummaryOutputEnum.LOG)
               .execute());
     }
   }

@@ -1,19 +1,22 @@
 package dev.msgqueue.it;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.jooq.impl.DSL.field;
 import static org.jooq.impl.DSL.name;
 import static org.jooq.impl.DSL.table;
 
 import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.Statement;
 import org.jooq.DSLContext;
 import org.jooq.Field;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 /**
- * The changesets that add an index (the claim index, the idle-queue index): each rolls back, re-applies, and marks
- * itself ran where its index already exists.
+ * The changesets that add an index (the claim index, the idle-queue index): each rolls back, re-applies, marks itself
+ * ran where its index already exists, and builds it over a leftover invalid index of its name.
  */
 class IndexMigrationsIT {
   // pg_indexes and databasechangelog are not msgqueue tables, so they have no generated classes.
@@ -58,5 +61,41 @@ class IndexMigrationsIT {
           field(name("id")).eq(changeSet)
               .and(field(name("exectype")).eq("MARK_RAN")))).isOne();
     }
+  }
+
+  @ParameterizedTest
+  @CsvSource({
+      "msgqueue-008-drop-invalid-claim-index, MessageQueueItem_queueId_id_idx, MessageQueueItem, queueId",
+      "msgqueue-009-drop-invalid-idle-index, MessageQueue_lastActive_autoDeleted_idx, MessageQueue, durable"})
+  void aLeftoverInvalidIndexIsDroppedAndBuiltAgain(String dropChangeSet, String index, String table, String column)
+      throws Exception {
+    try (TestDatabase db = TestDatabase.createEmpty("index-leftover"); Connection connection = db.connect();
+         Statement statement = connection.createStatement()) {
+      statement.execute(MigrationsIT.PRODUCTION_DDL);
+      statement.execute("INSERT INTO \"MessageQueue\" (name) VALUES ('a'), ('b')");
+      statement.execute("INSERT INTO \"MessageQueueItem\" (payload, \"queueId\") VALUES ('{}', 'a'), ('{}', 'a')");
+      // A concurrent build that failed (here on duplicate keys) leaves an INVALID index under its name.
+      assertThatThrownBy(() -> statement.execute("CREATE UNIQUE INDEX CONCURRENTLY \"" + index + "\" ON \""
+          + table + "\" (\"" + column + "\")")).isInstanceOf(SQLException.class);
+      assertThat(isValid(db.dsl(), index)).isFalse();
+
+      Migrations.update(connection);
+
+      assertThat(isValid(db.dsl(), index)).isTrue();
+      assertThat(db.dsl().fetchCount(table(name("databasechangelog")),
+          field(name("id")).eq(dropChangeSet).and(field(name("exectype")).eq("EXECUTED")))).isOne();
+    }
+  }
+
+  /** Whether {@code index} exists and is valid (the one the changelog builds, not the failed leftover). */
+  private static boolean isValid(DSLContext dsl, String index) {
+    Field<Boolean> valid = field(name("i", "indisvalid"), Boolean.class);
+    Boolean result = dsl.select(valid)
+        .from(table(name("pg_catalog", "pg_index")).as("i"))
+        .join(table(name("pg_catalog", "pg_class")).as("c"))
+        .on(field(name("c", "oid")).eq(field(name("i", "indexrelid"))))
+        .where(field(name("c", "relname")).eq(index))
+        .fetchOne(valid);
+    return Boolean.TRUE.equals(result);
   }
 }

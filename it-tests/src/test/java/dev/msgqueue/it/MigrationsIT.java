@@ -11,10 +11,17 @@ import java.sql.Connection;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.logging.Handler;
+import java.util.logging.Level;
+import java.util.logging.LogRecord;
+import java.util.logging.Logger;
 import org.jooq.DSLContext;
 import org.jooq.JSONB;
 import org.jooq.Record1;
+import org.jooq.Record2;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -45,19 +52,50 @@ class MigrationsIT {
         REFERENCES "MessageQueue"("name") ON DELETE SET NULL ON UPDATE CASCADE;
       """;
 
+  /**
+   * The changesets that drop a leftover invalid index before building it: on a database without one (a fresh one
+   * among them) their precondition marks them ran.
+   */
+  static final List<String> LEFTOVER_INDEX_DROPS =
+      List.of("msgqueue-008-drop-invalid-claim-index", "msgqueue-009-drop-invalid-idle-index");
+
   @Test
   void appliesToAnEmptyDatabaseAndASecondUpdateChangesNothing() throws SQLException {
     try (TestDatabase db = TestDatabase.createEmpty("migrate-empty"); Connection connection = db.connect()) {
-      Migrations.update(connection);
+      List<String> notices = new ArrayList<>();
+      withServerNotices(notices, () -> Migrations.update(connection));
       List<String> firstRun = changeLog(db.dsl());
       String schemaAfterFirst = schemaFingerprint(db.dsl());
 
       Migrations.update(connection);
 
-      assertThat(firstRun).hasSizeGreaterThanOrEqualTo(4).allMatch(row -> row.endsWith("EXECUTED"));
+      assertAppliedFresh(firstRun);
       assertThat(changeLog(db.dsl())).isEqualTo(firstRun);
       assertThat(schemaFingerprint(db.dsl())).isEqualTo(schemaAfterFirst);
       assertThat(tableNames(db.dsl())).contains("MessageQueue", "MessageQueueItem");
+      // No statement of the changelog draws a notice from the server (DROP ... IF EXISTS of nothing, say), which
+      // Liquibase logs (a warning in a Spring Boot service's log) at every service's first start.
+      assertThat(notices).isEmpty();
+    }
+  }
+
+  @Test
+  void aDatabaseMigratedBeforeThePreconditionsUpdatesWithoutAChecksumError() throws SQLException {
+    String expected = referenceSchema();
+    try (TestDatabase db = TestDatabase.createEmpty("migrate-earlier"); Connection connection = db.connect()) {
+      Migrations.update(connection, "db/changelog/msgqueue-before-preconditions/db.changelog-master.xml");
+      // The checksums those databases hold, which the edited changesets keep valid.
+      assertThat(checksums(db.dsl())).containsEntry("msgqueue-005-message-queue-item-claim-index",
+          "9:53d2224ffb9aaca8d2baa27eb0dc228c").containsEntry("msgqueue-007-message-queue-idle-index",
+          "9:f4a77e5367a71486f47bc44f9c73da8d");
+
+      Migrations.update(connection);
+
+      assertThat(changeLog(db.dsl())).endsWith(LEFTOVER_INDEX_DROPS.stream().map(id -> id + " MARK_RAN")
+          .toArray(String[]::new));
+      assertThat(schemaFingerprint(db.dsl())).isEqualTo(expected);
+      Migrations.update(connection);
+      assertThat(changeLog(db.dsl())).doesNotHaveDuplicates();
     }
   }
 
@@ -136,7 +174,7 @@ class MigrationsIT {
       for (LiquibaseCli service : services) {
         assertThat(service.exitCode()).as("both services start; output:%n%s", service.output()).isZero();
       }
-      assertThat(changeLog(db.dsl())).doesNotHaveDuplicates().allMatch(row -> row.endsWith("EXECUTED"));
+      assertAppliedFresh(changeLog(db.dsl()));
       assertThat(schemaFingerprint(db.dsl())).isEqualTo(expected);
     }
   }
@@ -159,7 +197,7 @@ class MigrationsIT {
         }
       }
 
-      assertThat(changeLog(db.dsl())).doesNotHaveDuplicates().allMatch(row -> row.endsWith("EXECUTED"));
+      assertAppliedFresh(changeLog(db.dsl()));
       assertThat(schemaFingerprint(db.dsl())).isEqualTo(expected);
     }
   }
@@ -174,6 +212,52 @@ class MigrationsIT {
   private static List<LiquibaseCli> startTwoServices(TestDatabase db, Path tmp) throws Exception {
     return List.of(LiquibaseCli.update(db.jdbcUrl(), tmp.resolve("service-a.out")),
         LiquibaseCli.update(db.jdbcUrl(), tmp.resolve("service-b.out")));
+  }
+
+  /** Every changeset ran once, each EXECUTED but the leftover-index drops, which found nothing to drop. */
+  static void assertAppliedFresh(List<String> changeLog) {
+    assertThat(changeLog).hasSizeGreaterThanOrEqualTo(4).doesNotHaveDuplicates();
+    for (String row : changeLog) {
+      String id = row.substring(0, row.indexOf(' '));
+      assertThat(row).isEqualTo(id + (LEFTOVER_INDEX_DROPS.contains(id) ? " MARK_RAN" : " EXECUTED"));
+    }
+  }
+
+  /**
+   * Runs {@code update} and adds to {@code notices} what Liquibase logs meanwhile of the server's notices (here
+   * through its UI service at INFO, in a Spring Boot service as a warning of its executor), and any warning.
+   */
+  static void withServerNotices(List<String> notices, Runnable update) {
+    Logger liquibase = Logger.getLogger("liquibase");
+    Handler handler = new Handler() {
+      @Override
+      public void publish(LogRecord record) {
+        String message = String.valueOf(record.getMessage());
+        // PostgreSQL's notice for DROP ... IF EXISTS of nothing ends so, whatever the object.
+        if (record.getLevel().intValue() >= Level.WARNING.intValue() || message.endsWith("does not exist, skipping")) {
+          notices.add(message);
+        }
+      }
+
+      @Override
+      public void flush() { }
+
+      @Override
+      public void close() { }
+    };
+    liquibase.addHandler(handler);
+    try {
+      update.run();
+    } finally {
+      liquibase.removeHandler(handler);
+    }
+  }
+
+  /** Each changeset's stored checksum, by id. */
+  static Map<String, String> checksums(DSLContext dsl) {
+    return dsl.select(field(name("id"), String.class), field(name("md5sum"), String.class))
+        .from(table(name("databasechangelog")))
+        .fetchMap(Record2::value1, Record2::value2);
   }
 
   /** Changesets in execution order, as "id EXECTYPE". */

@@ -23,6 +23,7 @@ import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.Timer;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -197,6 +198,41 @@ class MicrometerMetricsIT {
 
     // Leave no ready message behind for the other tests' statistics (one database per class).
     assertThat(repository.ack(repository.claim("m-no-gauges", 10))).hasSize(2);
+  }
+
+  @Test
+  void aPublishInATransactionCountsOnlyOnceItsCommitHookRunsIt() {
+    MsgQueueRepository repository = MsgQueueRepository.create(db.dataSource(), MsgQueueConfig.defaults());
+    QueueSpec spec = QueueSpec.durable("m-commit");
+    repository.bindQueue(spec);
+    // This test plays the transaction manager: it runs the deferred counts after a commit, drops them after a rollback.
+    List<Runnable> afterCommit = new ArrayList<>();
+    try (MicrometerMetrics metrics = MicrometerMetrics.bind(registry, repository, 10, false, afterCommit::add)) {
+      db.dsl().transaction(tx -> repository.inTransaction(tx.dsl()).publish(spec, "1"));
+
+      assertThat(counter("msgqueue.messages.published", "m-commit")).isZero();
+      assertThat(timerCount("msgqueue.publish", "m-commit")).as("the call is timed at once").isEqualTo(1);
+      afterCommit.forEach(Runnable::run);
+      afterCommit.clear();
+      assertThat(counter("msgqueue.messages.published", "m-commit")).isEqualTo(1);
+
+      assertThatThrownBy(() -> db.dsl().transaction(tx -> {
+        repository.inTransaction(tx.dsl()).publish(spec, "2");
+        throw new IllegalStateException("the caller's transaction fails after its publish");
+      })).hasMessageContaining("fails after its publish");
+      afterCommit.clear();
+      assertThat(counter("msgqueue.messages.published", "m-commit")).isEqualTo(1);
+      assertThat(timerCount("msgqueue.publish", "m-commit")).isEqualTo(2);
+    }
+
+    try (MicrometerMetrics metrics = MicrometerMetrics.bind(registry, repository, 10, false, action -> {
+      throw new IllegalStateException("a hook that cannot defer");
+    })) {
+      repository.publish(spec, "3");
+      assertThat(counter("msgqueue.messages.published", "m-commit")).as("counted at once").isEqualTo(2);
+    }
+    // Leave no ready message behind for the other tests' statistics (one database per class).
+    assertThat(repository.ack(repository.claim("m-commit", 10))).hasSize(2);
   }
 
   @Test

@@ -9,7 +9,8 @@ import io.micrometer.core.instrument.binder.MeterBinder;
  * msgqueue's meters as a Micrometer {@link MeterBinder}: Spring Boot binds every {@code MeterBinder} bean to the
  * registries it creates (Actuator's included, on Boot 3 and 4 alike) whenever they are created, so no ordering between
  * auto-configurations decides whether the meters exist. The repository reports to one registry: bound again, the last
- * one wins (Boot binds to its composite registry when there are several).
+ * one wins (Boot binds to its composite registry when there are several). A publish inside a Spring-managed transaction
+ * counts in {@code msgqueue.messages.published} once that transaction commits ({@link SpringCommitHook}).
  */
 final class MsgQueueMeterBinder implements MeterBinder, AutoCloseable {
   private final MsgQueueRepository repository;
@@ -29,7 +30,7 @@ final class MsgQueueMeterBinder implements MeterBinder, AutoCloseable {
 
   @Override
   public synchronized void bindTo(MeterRegistry registry) {
-    bound = MicrometerMetrics.bind(registry, repository, maxQueueTags, queueGauges);
+    bound = MicrometerMetrics.bind(registry, repository, maxQueueTags, queueGauges, new SpringCommitHook());
   }
 
   /** Stops recording; the meters stay in the registry. */

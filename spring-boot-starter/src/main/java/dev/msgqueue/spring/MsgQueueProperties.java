@@ -138,8 +138,8 @@ public class MsgQueueProperties {
     private int maxQueueTags = MicrometerMetrics.DEFAULT_MAX_QUEUE_TAGS;
     /**
      * Whether this replica has the queue gauges (msgqueue.queue.messages, msgqueue.queue.oldest.ready.age): its
-     * housekeeper then reads the statistics of every queue each tick, a few ms of database time (3.3 ms at 10 million
-     * messages). A fleet of many replicas turns them off on all but a few; counters and timers stay everywhere.
+     * housekeeper then reads the statistics of every queue each tick, a few milliseconds of database time (measured:
+     * docs/scaling.md). A fleet of many replicas turns them off on all but a few; counters and timers stay everywhere.
      */
     private boolean queueGauges = true;
 

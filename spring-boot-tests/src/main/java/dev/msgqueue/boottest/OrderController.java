@@ -30,6 +30,12 @@ public class OrderController {
     return Map.of("id", orders.place(order));
   }
 
+  /** Places an order on {@code queue} (auto-deleted); answers the message id. */
+  @PostMapping("/queues/{queue}/orders")
+  public Map<String, Object> placeOn(@PathVariable String queue, @RequestBody String order) {
+    return Map.of("id", orders.placeOn(queue, order));
+  }
+
   /** Places an order on {@code queue} and fails (409) after it, with or without housekeeping in between. */
   @PostMapping("/failing-orders/{queue}")
   public void placeThenFail(@PathVariable String queue, @RequestParam(defaultValue = "false") boolean housekeeping,

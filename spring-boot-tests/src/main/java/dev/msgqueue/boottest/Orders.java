@@ -29,6 +29,12 @@ public class Orders {
     return queues.publish(QueueSpec.durable(BootService.ORDERS), order);
   }
 
+  /** Publishes {@code order} to {@code queue} (auto-deleted); the message exists once this transaction commits. */
+  @Transactional
+  public long placeOn(String queue, String order) {
+    return queues.publish(QueueSpec.autoDeleted(queue), order);
+  }
+
   /**
    * Publishes {@code order} to {@code queue} (auto-deleted), optionally runs the housekeeper and the reaper, then
    * fails, so the transaction rolls back: the failure says whether the message was visible inside it.

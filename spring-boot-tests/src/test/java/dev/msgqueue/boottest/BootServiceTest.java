@@ -16,6 +16,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.springframework.beans.factory.annotation.Value;
 import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.system.CapturedOutput;
+import org.springframework.boot.test.system.OutputCaptureExtension;
 import org.springframework.test.annotation.DirtiesContext;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
@@ -24,7 +26,8 @@ import org.springframework.test.context.DynamicPropertySource;
  * The service as a user runs it: Boot's own auto-configuration (its DataSource, jOOQ, Liquibase, Actuator and metrics
  * registry, and the starter's beans, none supplied by the test) on a fresh database, driven over HTTP.
  */
-@ExtendWith(ScratchDatabase.class)
+// The output is captured from before the service starts (OutputCaptureExtension's class-level capture).
+@ExtendWith({ScratchDatabase.class, OutputCaptureExtension.class})
 @SpringBootTest(classes = BootService.class, webEnvironment = SpringBootTest.WebEnvironment.RANDOM_PORT)
 @DirtiesContext
 class BootServiceTest {
@@ -55,6 +58,27 @@ class BootServiceTest {
         "msgqueue/003-item-failures.xml");
     assertThat(files.get(files.size() - 1)).endsWith("service-changelog.xml");
     assertThat(database().fetchCount(MESSAGE_QUEUE_ITEM)).isNotNegative();
+  }
+
+  @Test
+  void theFreshDatabaseMigratedWithoutAWarning(CapturedOutput output) {
+    // Liquibase logged the service's start (so the capture saw it), and no notice of the server's as a warning.
+    assertThat(output.getAll()).contains("msgqueue-005-message-queue-item-claim-index")
+        .doesNotContain("does not exist, skipping");
+  }
+
+  @Test
+  void aPublishCountsOnceItsTransactionCommitsAndARolledBackOneNever() {
+    String queue = "boot-counted";
+    assertThat(http().post("/failing-orders/" + queue, "{\"order\": \"rolled back\"}").status()).isEqualTo(409);
+    assertThat(count("msgqueue.messages.published", queue)).as("after a rolled-back publish").isZero();
+
+    assertThat(http().post("/queues/" + queue + "/orders", "{\"order\": \"kept\"}").status()).isEqualTo(200);
+    assertThat(count("msgqueue.messages.published", queue)).as("after a committed publish").isEqualTo(1.0);
+
+    assertThat(http().post("/failing-orders/" + queue, "{\"order\": \"rolled back\"}").status()).isEqualTo(409);
+    assertThat(count("msgqueue.messages.published", queue)).as("after another rolled-back one").isEqualTo(1.0);
+    assertThat(database().fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.eq(queue))).isOne();
   }
 
   @Test
@@ -114,7 +138,11 @@ class BootServiceTest {
   }
 
   private double count(String meter) {
-    Http.Response response = http().get("/actuator/metrics/" + meter + "?tag=queue:" + BootService.ORDERS);
+    return count(meter, BootService.ORDERS);
+  }
+
+  private double count(String meter, String queue) {
+    Http.Response response = http().get("/actuator/metrics/" + meter + "?tag=queue:" + queue);
     assertThat(response.status()).as(meter + ": " + response.body()).isEqualTo(200);
     return ((Number) response.json("$.measurements[0].value")).doubleValue();
   }

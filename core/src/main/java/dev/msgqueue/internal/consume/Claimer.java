@@ -343,7 +343,7 @@ final class Claimer {
    * Whether a claim into {@code free} room is worth its statement. Not while more handled messages wait for their ack
    * than a batch (or the handlers, when there are more of them, since that many can finish within one ack statement's
    * round trip): their rows are ASSIGNED at the front of the queue, and a claim sent now reads past all of them, so
-   * claims running ahead of the acks multiply the server's CPU per message (threefold, measured). While the
+   * claims running ahead of the acks multiply the server's CPU per message. While the
    * buffer has run dry (handlers are about to wait), at least half a batch must fit; claims then overlap each other as
    * far as the room allows. While messages wait, a whole batch must fit, and less than a batch may wait or be on its
    * way: busy handlers need a claim's worth of messages ahead of them, not the whole prefetch, which would only wait
@@ -352,6 +352,7 @@ final class Claimer {
    * doubling the statements per message for no gain: the other half is handled long before the claim returns.
    */
   private boolean worthClaiming(int free) {
+    // Claims running ahead of the acks measured three times the server's CPU per message.
     if (unwrittenAcks.getAsInt() > maxUnwrittenAcks) {
       return false;
     }

@@ -7,10 +7,12 @@ package dev.msgqueue.internal.publish;
  * of PostgreSQL's {@code jsonb} limits, so {@link Payloads} accepts it without its full check. Anything else is "not
  * sure", never "invalid": the full check decides, and gives the reason.
  *
- * <p>Why: the full check runs Jackson's parser and costs about 0.45 us for a 100-byte payload, a twentieth of the
- * time a batch of 1,000 takes to copy; this scan takes a fraction of that.
+ * <p>Why: the full check runs Jackson's parser, a noticeable share of a large batch's time in the client; this scan
+ * takes a fraction of it.
  */
 final class PlainJson {
+  // The full check measured about 0.45 us for a 100-byte payload, a twentieth of the time a batch of 1,000 takes to
+  // copy.
   /** At most 16 characters: far inside numeric's range and scale, and no exponent to check. */
   static final int MAX_PLAIN_NUMBER_LENGTH = 16;
   static final int MAX_DEPTH = 64;

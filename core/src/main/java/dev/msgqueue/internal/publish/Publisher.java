@@ -68,11 +68,11 @@ public final class Publisher {
   /** How often a publish in a caller's transaction re-creates a reaped queue before healing inside the transaction. */
   static final int MAX_CREATE_ATTEMPTS = 3;
   /**
-   * The smallest batch published by COPY. Its three round trips (ids, rows, commit) against the insert's one: on one
-   * connection, without payload checks, the statements alone ran 1.04-1.10x the insert at 100 payloads, 0.78-1.00x at
-   * 32 and 0.51-0.87x at 4 to 16 (PostgreSQL 15, three interleaved rounds). In the benchmark, publishBatch of 100 by
-   * COPY runs at 0.94-1.11x the insert (docs/benchmark.md).
+   * The smallest batch published by COPY: from about this size its three round trips (ids, rows, commit) cost about
+   * what the insert's one does, and larger batches gain (measured: docs/benchmark.md).
    */
+  // On one connection, without payload checks, the statements alone ran 1.04-1.10x the insert at 100 payloads,
+  // 0.78-1.00x at 32 and 0.51-0.87x at 4 to 16 (PostgreSQL 15, three interleaved rounds).
   public static final int COPY_MIN_BATCH = 100;
   private static final Logger log = LoggerFactory.getLogger(Publisher.class);
 

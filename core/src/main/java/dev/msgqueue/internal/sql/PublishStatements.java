@@ -111,8 +111,8 @@ public final class PublishStatements {
    * {@link #insertItems} with the queue's keep-alive in the same statement: {@code WITH kept_alive AS (UPDATE
    * "MessageQueue" ... SKIP LOCKED) INSERT INTO "MessageQueueItem" ...}. A queue's first publish in a keep-alive
    * interval pays one statement and one commit instead of two: with many queues nearly every publish is a queue's
-   * first, and the separate keep-alive statement measured 0.65x the publish rate of 10 queues at 100,000 queues
-   * (docs/scaling.md). PostgreSQL runs a data-modifying {@code WITH} once, to completion, whether or not the insert
+   * first, and the separate keep-alive statement slowed publishing to many queues (measured: docs/scaling.md).
+   * PostgreSQL runs a data-modifying {@code WITH} once, to completion, whether or not the insert
    * reads it. The update writes the row only if its {@code "lastActive"} is older than {@code maxAge} and no one else
    * holds it (the same statement as {@link QueueStatements#keepAliveIfStale}), so it never waits; the insert's
    * foreign-key check then finds the row locked by its own statement. A missing queue fails the whole statement with
@@ -180,12 +180,12 @@ public final class PublishStatements {
 
   /**
    * The payloads as rows {@code (payload, ordinal)}: {@code unnest(?::jsonb[]) WITH ORDINALITY}, one array bind
-   * for all of them (a multi-row VALUES costs a bind and its parsing per row, several times the client CPU).
-   * Binding the payloads as one JSON array read with {@code jsonb_array_elements} instead measured slower on the
-   * server for large batches: publishBatch(1000) / COPY 0.62-0.63 against 0.80-1.03 with this array (PostgreSQL 15,
-   * quiet machine, two interleaved runs each).
+   * for all of them (a multi-row VALUES costs a bind and its parsing per row, several times the client CPU), and one
+   * JSON array read with {@code jsonb_array_elements} ran slower on the server for large batches.
    */
   private static Table<?> payloadRows(List<JSONB> payloads) {
+    // The JSON array measured publishBatch(1000) / COPY 0.62-0.63 against 0.80-1.03 with this array (PostgreSQL 15,
+    // quiet machine, two interleaved runs each).
     Field<JSONB[]> array = val(payloads.toArray(new JSONB[0]), SQLDataType.JSONB.getArrayDataType());
     return unnest(array).withOrdinality().as("v", PAYLOAD.getName(), ORDINAL.getName());
   }

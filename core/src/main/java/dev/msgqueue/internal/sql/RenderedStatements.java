@@ -18,8 +18,8 @@ import org.jooq.conf.SettingsTools;
  * failure translation apply as to any statement).
  *
  * <p>Why: building and rendering the typed query was most of the client's time per claim or ack of 100 messages
- * (JFR, the benchmark's one-thread claim+ack loop: query construction and rendering about 55% of the loop thread's
- * samples, result mapping 11%, pgjdbc 9%). Every call of one shape renders the same text; only its bind values differ.
+ * (profiled in the benchmark's one-thread claim+ack loop). Every call of one shape renders the same text; only its
+ * bind values differ.
  *
  * <p>The text is cached in the {@link org.jooq.Configuration#data() data} of the context's configuration: the
  * rendering depends on the configuration's dialect and settings (a schema mapping, say), and a repository runs its
@@ -27,6 +27,8 @@ import org.jooq.conf.SettingsTools;
  * without the cache.
  */
 public final class RenderedStatements {
+  // JFR of the benchmark's one-thread claim+ack loop before the cache: query construction and rendering about 55% of
+  // the loop thread's samples, result mapping 11%, pgjdbc 9%.
   private static final String CACHE = RenderedStatements.class.getName();
 
   private RenderedStatements() { }

@@ -41,10 +41,11 @@ public final class StatisticsStatements {
   private static final MessageQueueItem I = MESSAGE_QUEUE_ITEM;
 
   /**
-   * Up to this many messages (the planner's row estimate of the table) the gauges are exact. The exact read cost
-   * 1.2-3.3 s per million messages on PostgreSQL 15 on a loaded 2-core machine (docs/scaling.md), so up to this
-   * bound about 60-170 ms.
+   * Up to this many messages (the planner's row estimate of the table) the gauges are exact: the exact read is a full
+   * scan, whose cost grows with the table (measured: docs/scaling.md).
    */
+  // The exact read cost 1.2-3.3 s per million messages on PostgreSQL 15 on a loaded 2-core machine, so up to this
+  // bound about 60-170 ms.
   static final long EXACT_UP_TO_MESSAGES = 50_000;
   /** About how many messages the estimate reads: each count is then within a few percent for a queue holding 1%. */
   static final long SAMPLED_MESSAGES = 20_000;

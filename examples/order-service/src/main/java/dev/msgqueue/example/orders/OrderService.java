@@ -46,16 +46,20 @@ public class OrderService {
   /**
    * Stores the order, publishes its shipping message and reserves its stock, in one transaction.
    *
-   * @throws IllegalArgumentException for a blank item or a quantity outside 1 to 1,000, before any SQL
+   * @throws InvalidOrderException for a blank item or a quantity outside 1 to 1,000, before any SQL
+   * @throws UnknownItemException for an item the stock does not list, before anything is written
    * @throws OutOfStockException when the stock is short: the order and its message roll back
    */
   @Transactional
   public Order place(String item, int quantity) {
     if (item == null || item.isBlank() || item.length() > 100) {
-      throw new IllegalArgumentException("item must be 1 to 100 characters, not blank");
+      throw new InvalidOrderException("item must be 1 to 100 characters, not blank");
     }
     if (quantity < 1 || quantity > MAX_QUANTITY) {
-      throw new IllegalArgumentException("quantity must be 1 to " + MAX_QUANTITY + ", not " + quantity);
+      throw new InvalidOrderException("quantity must be 1 to " + MAX_QUANTITY + ", not " + quantity);
+    }
+    if (!dsl.fetchExists(STOCK, STOCK_ITEM.eq(item))) {
+      throw new UnknownItemException(item);
     }
     Order order = dsl.insertInto(ORDERS)
         .set(ORDER_ITEM, item)

@@ -103,8 +103,7 @@ class OrderServiceTest {
 
     ResponseEntity<JsonNode> refused = placeOrder("lamp", 4);   // 3 in stock
 
-    assertThat(refused.getStatusCode()).isEqualTo(HttpStatus.CONFLICT);
-    assertThat(refused.getBody().path("detail").asText()).isEqualTo("not enough \"lamp\" in stock for 4");
+    assertProblem(refused, HttpStatus.CONFLICT, "not enough \"lamp\" in stock for 4");
     assertThat(db.fetchCount(ORDERS, ORDER_ID.gt(lastOrderBefore))).as("orders stored").isZero();
     // Published before the stock check failed. Had it committed on its own, it would still be here: the listener
     // finds no order to ship, throws, and the message waits out its 30 s lease.
@@ -116,13 +115,61 @@ class OrderServiceTest {
   void anOrderOfNothingIsABadRequest() {
     ResponseEntity<JsonNode> refused = placeOrder("book", 0);
 
+    assertProblem(refused, HttpStatus.BAD_REQUEST, "quantity must be 1 to 1000, not 0");
+  }
+
+  @Test
+  void anUnknownItemIsUnprocessableAndNothingIsStoredOrPublished() {
+    long lastOrderBefore = db.select(coalesce(max(ORDER_ID), val(0L))).from(ORDERS).fetchSingle().value1();
+    double publishedBefore = publishedCount();
+
+    ResponseEntity<JsonNode> refused = placeOrder("chair", 1);
+
+    assertProblem(refused, HttpStatus.UNPROCESSABLE_ENTITY, "no item \"chair\" is sold here");
+    assertThat(db.fetchCount(ORDERS, ORDER_ID.gt(lastOrderBefore))).as("orders stored").isZero();
+    assertThat(messagesForOrdersAfter(lastOrderBefore)).as("shipping messages stored").isZero();
+    assertThat(publishedCount()).isEqualTo(publishedBefore);
+  }
+
+  @Test
+  void aBodyThatIsNoOrderIsABadRequestThatShowsNoInternals() {
+    for (String body : new String[] {"{\"item\": \"book\", \"quantity\": ", "{\"item\": \"book\", \"quantity\": \"two\"}",
+        "[]"}) {
+      ResponseEntity<String> refused = http.post().uri("/orders").contentType(MediaType.APPLICATION_JSON).body(body)
+          .retrieve().toEntity(String.class);
+
+      assertThat(refused.getStatusCode()).as(body).isEqualTo(HttpStatus.BAD_REQUEST);
+      assertThat(refused.getHeaders().getContentType()).as(body).isEqualTo(MediaType.APPLICATION_PROBLEM_JSON);
+      assertThat(refused.getBody()).as(body)
+          .contains("the body must be a JSON object such as {\\\"item\\\": \\\"book\\\", \\\"quantity\\\": 2}")
+          .doesNotContainIgnoringCase("exception").doesNotContain("JSON parse error", "com.fasterxml", "Source:",
+              "line:");
+    }
+  }
+
+  @Test
+  void anOrderIdThatIsNoNumberIsABadRequestThatShowsNoInternals() {
+    ResponseEntity<String> refused = http.get().uri("/orders/abc").retrieve().toEntity(String.class);
+
     assertThat(refused.getStatusCode()).isEqualTo(HttpStatus.BAD_REQUEST);
-    assertThat(refused.getBody().path("detail").asText()).isEqualTo("quantity must be 1 to 1000, not 0");
+    assertThat(refused.getHeaders().getContentType()).isEqualTo(MediaType.APPLICATION_PROBLEM_JSON);
+    assertThat(refused.getBody()).contains("\"detail\":\"an order id is a whole number\"")
+        .doesNotContain("For input string", "java.").doesNotContainIgnoringCase("exception");
   }
 
   @Test
   void anUnknownOrderIsNotFound() {
-    assertThat(showOrder(Long.MAX_VALUE).getStatusCode()).isEqualTo(HttpStatus.NOT_FOUND);
+    assertProblem(showOrder(Long.MAX_VALUE), HttpStatus.NOT_FOUND, "no order " + Long.MAX_VALUE);
+  }
+
+  @Test
+  void publishedCountsTheCommittedOrderNotTheRolledBackOne() {
+    double before = publishedCount();
+
+    assertThat(placeOrder("pen", 1).getStatusCode()).isEqualTo(HttpStatus.CREATED);
+    assertThat(placeOrder("lamp", 4).getStatusCode()).isEqualTo(HttpStatus.CONFLICT);   // its publish rolls back
+
+    assertThat(publishedCount()).isEqualTo(before + 1);
   }
 
   @Test
@@ -147,6 +194,24 @@ class OrderServiceTest {
     assertThat(published.getStatusCode()).isEqualTo(HttpStatus.OK);
     assertThat(published.getBody().path("measurements").get(0).path("value").asDouble())
         .as("%s", published.getBody()).isGreaterThanOrEqualTo(1.0);
+  }
+
+  private static void assertProblem(ResponseEntity<JsonNode> response, HttpStatus status, String detail) {
+    assertThat(response.getStatusCode()).as("%s", response.getBody()).isEqualTo(status);
+    assertThat(response.getHeaders().getContentType()).isEqualTo(MediaType.APPLICATION_PROBLEM_JSON);
+    assertThat(response.getBody().path("status").asInt()).isEqualTo(status.value());
+    assertThat(response.getBody().path("detail").asText()).isEqualTo(detail);
+  }
+
+  /** {@code msgqueue.messages.published} of the shipping queue, from Actuator (0 before the first publish). */
+  private double publishedCount() {
+    ResponseEntity<JsonNode> published = http.get()
+        .uri("/actuator/metrics/msgqueue.messages.published?tag=queue:shipping").retrieve().toEntity(JsonNode.class);
+    if (published.getStatusCode() == HttpStatus.NOT_FOUND) {
+      return 0;
+    }
+    assertThat(published.getStatusCode()).as("%s", published.getBody()).isEqualTo(HttpStatus.OK);
+    return published.getBody().path("measurements").get(0).path("value").asDouble();
   }
 
   private ResponseEntity<JsonNode> placeOrder(String item, int quantity) {
