@@ -2,6 +2,7 @@ package dev.msgqueue.bench;
 
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE;
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
+import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM_FAILURE;
 import static org.jooq.impl.DSL.count;
 import static org.jooq.impl.DSL.field;
 import static org.jooq.impl.DSL.table;
@@ -146,7 +147,9 @@ final class BenchDatabase implements AutoCloseable {
    * afresh in every cell rather than wherever a timed checkpoint happens to fall.
    */
   void reset() {
-    control.truncate(MESSAGE_QUEUE_ITEM, ITEM_WITHOUT_FK, MESSAGE_QUEUE).restartIdentity().execute();
+    // The failure rows too: item ids start again at 1, and a failure row names its item by id.
+    control.truncate(MESSAGE_QUEUE_ITEM, ITEM_WITHOUT_FK, MESSAGE_QUEUE, MESSAGE_QUEUE_ITEM_FAILURE).restartIdentity()
+        .execute();
     if (checkpointBeforeCells) {
       checkpoint();
     }

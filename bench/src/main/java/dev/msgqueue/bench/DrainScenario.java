@@ -102,6 +102,24 @@ final class DrainScenario implements Scenario {
       new Cell(SUBSCRIBER_INSERT, 1), new Cell(SUBSCRIBER_INSERT, 4),
       new Cell(SUBSCRIBER_LEASE_INSERT, 1), new Cell(SUBSCRIBER_LEASE_INSERT, 4));
 
+  /**
+   * The cells of the default run: what the consumption targets compare (each mode of the Subscriber against the plain
+   * SQL of its statements and against the leading peer's shape, at one and four), in about five minutes;
+   * {@code --drain-cells all} runs {@link #CELLS}.
+   */
+  static final List<Cell> DEFAULT_CELLS = List.of(
+      new Cell(FLOOR, 1),
+      new Cell(PGMQ_SHAPE, 1), new Cell(PGMQ_SHAPE, 4),
+      new Cell(HELD_SQL, 1), new Cell(HELD_SQL, 4),
+      new Cell(LEASE_SQL, 1), new Cell(LEASE_SQL, 4),
+      new Cell(SUBSCRIBER, 1), new Cell(SUBSCRIBER, 4),
+      new Cell(SUBSCRIBER_TAKE, 1), new Cell(SUBSCRIBER_TAKE, 4),
+      new Cell(SUBSCRIBER_LEASE, 1), new Cell(SUBSCRIBER_LEASE, 4),
+      new Cell(SUBSCRIBER_INSERT, 1), new Cell(SUBSCRIBER_INSERT, 4),
+      new Cell(SUBSCRIBER_LEASE_INSERT, 1), new Cell(SUBSCRIBER_LEASE_INSERT, 4));
+  /** The {@code --drain-cells} value that runs every cell. */
+  static final String ALL_CELLS = "all";
+
   // The two statements below are the reference points, run as plain SQL on purpose: they are what other consumers
   // of these tables run today (the production consumer) and the cheapest statement that drains a queue (the floor).
   static final String FLOOR_SQL = "DELETE FROM \"MessageQueueItem\" WHERE id IN (SELECT id FROM \"MessageQueueItem\""
@@ -158,10 +176,13 @@ final class DrainScenario implements Scenario {
     this(messages, List.of());
   }
 
-  /** @param selected the cells to run, as {@code consumer:concurrency}; empty for all of {@link #CELLS} */
+  /**
+   * @param selected the cells to run, as {@code consumer:concurrency}; empty for {@link #DEFAULT_CELLS},
+   *     {@value #ALL_CELLS} alone for all of {@link #CELLS}
+   */
   DrainScenario(int messages, List<String> selected) {
     this.messages = messages;
-    this.cells = selected.isEmpty() ? CELLS : CELLS.stream()
+    this.cells = selected.isEmpty() ? DEFAULT_CELLS : selected.equals(List.of(ALL_CELLS)) ? CELLS : CELLS.stream()
         .filter(cell -> selected.contains(cell.consumer() + ":" + cell.concurrency())).toList();
     if (cells.isEmpty()) {
       throw new IllegalArgumentException("no drain cell matches " + selected);
@@ -604,13 +625,13 @@ final class DrainScenario implements Scenario {
 
     @Override
     public void printTable(PrintStream out) {
-      String header = String.format(Locale.ROOT, "%-17s %5s %9s %8s %10s %9s %8s %8s %6s %6s %6s %6s",
+      String header = String.format(Locale.ROOT, "%-24s %5s %9s %8s %10s %9s %8s %8s %6s %6s %6s %6s",
           "consumer", "conc", "messages", "seconds", "msg/s", "stmt/msg", "client", "server", "xfloor", "left",
           "jit", "warm");
       out.println(header);
       out.println("-".repeat(header.length()));
       for (Row r : rows) {
-        out.printf(Locale.ROOT, "%-17s %5d %9d %8.2f %10.0f %9.4f %8s %8s %6.2f %6d %6d %6d%s%n", r.consumer(),
+        out.printf(Locale.ROOT, "%-24s %5d %9d %8.2f %10.0f %9.4f %8s %8s %6.2f %6d %6d %6d%s%n", r.consumer(),
             r.concurrency(), r.messages(), r.seconds(), r.messagesPerSecond(), r.statementsPerMessage(),
             micros(r.clientCpuMicrosPerMessage()), micros(r.serverCpuMicrosPerMessage()), r.ratioToFloor(), r.left(),
             r.jitMillis(), r.warmupDrains(), r.drained() ? "" : "  (timed out)");

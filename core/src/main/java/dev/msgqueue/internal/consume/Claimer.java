@@ -281,12 +281,12 @@ final class Claimer {
     @Override
     public void gaveUp(RuntimeException last) {
       List<ClaimedMessage> taken = unanswered.taken();
-      slots.release(taken.size());
-      context.unresolved.addAndGet(taken.size());
-      context.store.perhapsLost(taken.size());
       log.error("subscriber of \"{}\": the commit of a take of {} message(s) went unanswered and the server could not"
           + " tell whether it committed (transaction {}); if it did they are lost, if not they are delivered from"
           + " the queue: ids {}", queue, taken.size(), unanswered.transactionId(), PipelineContext.ids(taken), last);
+      context.store.perhapsLost(taken.size());
+      context.unresolved.addAndGet(taken.size()); // counted once logged: what reads the count finds the line written
+      slots.release(taken.size());
       claimIfWaiting();
     }
 

@@ -185,7 +185,7 @@ public final class QueueStore implements ConsumerStore {
 
     @Override
     public FailureOutcome fail(ClaimedMessage message, Throwable error) {
-      FailureOutcome outcome = Retries.failLocked(tx, queue.name(), message.id(), error, retryPolicy,
+      FailureOutcome outcome = Retries.failLocked(tx, context.own(), queue.name(), message.id(), error, retryPolicy,
           retryPolicy::backoff);
       if (outcome == FailureOutcome.DEAD_LETTERED) {
         context.report().deadLettered(queue.name(), 1);
@@ -195,7 +195,8 @@ public final class QueueStore implements ConsumerStore {
 
     @Override
     public boolean deadLetterEnded(ClaimedMessage message, int failedDeliveries) {
-      boolean moved = Retries.deadLetterEnded(tx, queue.name(), message.id(), failedDeliveries, retryPolicy);
+      boolean moved = Retries.deadLetterEnded(tx, context.own(), queue.name(), message.id(), failedDeliveries,
+          retryPolicy);
       if (moved) {
         context.report().deadLettered(queue.name(), 1);
       }

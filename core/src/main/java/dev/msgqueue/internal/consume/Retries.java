@@ -64,12 +64,13 @@ public final class Retries {
    * effects were rolled back: retried after {@code backoff} of the failed deliveries so far (PENDING, claimable once
    * it has passed), or moved to the dead-letter queue on its last delivery. Commits with the transaction.
    */
-  public static FailureOutcome failLocked(DSLContext tx, String queue, long id, Throwable error, RetryPolicy policy,
-      IntFunction<Duration> backoff) {
+  public static FailureOutcome failLocked(DSLContext tx, DSLContext own, String queue, long id, Throwable error,
+      RetryPolicy policy, IntFunction<Duration> backoff) {
     int failed = HeldStatements.failedDeliveries(tx, id) + 1;
     String errorClass = text(error.getClass().getName(), MAX_ERROR_CLASS_CHARS);
     String errorMessage = text(error.getMessage(), DeadLetter.MAX_ERROR_MESSAGE_CHARS);
     if (failed >= policy.maxDeliveries() && !queue.equals(policy.deadLetterQueue())) {
+      RetryStatements.ensureDeadLetterQueue(own, policy.deadLetterQueue());
       boolean moved = RetryStatements.deadLetterLocked(tx, id, queue, policy.deadLetterQueue(),
           policy.deadLetterTtl(), 1, errorClass, errorMessage) > 0;
       if (moved) {
@@ -88,7 +89,9 @@ public final class Retries {
    * deliveries ended without commit {@code failed} times (its consumer died each time), which the policy allows no
    * more of. @return whether it moved
    */
-  public static boolean deadLetterEnded(DSLContext tx, String queue, long id, int failed, RetryPolicy policy) {
+  public static boolean deadLetterEnded(DSLContext tx, DSLContext own, String queue, long id, int failed,
+      RetryPolicy policy) {
+    RetryStatements.ensureDeadLetterQueue(own, policy.deadLetterQueue());
     boolean moved = RetryStatements.deadLetterLocked(tx, id, queue, policy.deadLetterQueue(), policy.deadLetterTtl(),
         0, DeadLetter.TRANSACTION_ENDED, text("the transaction of delivery " + failed + " of "
             + policy.maxDeliveries() + " ended without commit", DeadLetter.MAX_ERROR_MESSAGE_CHARS)) > 0;

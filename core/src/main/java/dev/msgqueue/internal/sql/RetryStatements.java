@@ -146,24 +146,46 @@ public final class RetryStatements {
   public static int deadLetterLocked(DSLContext tx, long id, String fromQueue, String deadLetterQueue,
       Duration ttl, int countedDeliveries, String errorClass, String errorMessage) {
     return deadLetter(tx, I.ID.eq(id), fromQueue, deadLetterQueue, ttl, countedDeliveries, errorClass,
-        errorMessage);
+        errorMessage, false);
+  }
+
+  /**
+   * Makes sure the dead-letter queue's row exists and is durable and not auto-deleted, in a statement of its own: for
+   * the held-transaction mode, which moves items there inside a transaction that stays open while handlers run. The
+   * upsert locks the queue row until its transaction ends, which inside that transaction would hold up every other
+   * consumer dead-lettering to the same queue, and publishers to it, for the whole batch. Run it in autocommit
+   * before {@link #deadLetterLocked}, whose foreign-key check then takes only KEY SHARE on the row.
+   */
+  public static void ensureDeadLetterQueue(DSLContext ctx, String deadLetterQueue) {
+    deadLetterQueueRow(ctx, deadLetterQueue).execute();
+  }
+
+  /** The upsert of the dead-letter queue's row; it writes an existing row only if it is not durable already. */
+  private static org.jooq.InsertResultStep<Record1<String>> deadLetterQueueRow(DSLContext ctx, String deadLetterQueue) {
+    return ctx.insertInto(Q)
+        .set(Q.NAME, deadLetterQueue)
+        .set(Q.DURABLE, true)
+        .set(Q.AUTO_DELETED, false)
+        .set(Q.EXCLUSIVE, false)
+        .set(Q.LAST_ACTIVE, utcNow())
+        .onConflict(Q.NAME)
+        .doUpdate()
+        .set(Q.DURABLE, true)
+        .set(Q.AUTO_DELETED, false)
+        .where(Q.AUTO_DELETED.isTrue().or(Q.DURABLE.isFalse()))
+        .returningResult(Q.NAME);
   }
 
   private static int deadLetter(DSLContext ctx, Condition heldItem, String fromQueue, String deadLetterQueue,
       Duration ttl, int countedDeliveries, String errorClass, String errorMessage) {
+    return deadLetter(ctx, heldItem, fromQueue, deadLetterQueue, ttl, countedDeliveries, errorClass, errorMessage,
+        true);
+  }
+
+  private static int deadLetter(DSLContext ctx, Condition heldItem, String fromQueue, String deadLetterQueue,
+      Duration ttl, int countedDeliveries, String errorClass, String errorMessage, boolean withQueueRow) {
     CommonTableExpression<Record1<String>> queueRow = name("dead_letter_queue").fields("name")
-        .as(ctx.insertInto(Q)
-            .set(Q.NAME, deadLetterQueue)
-            .set(Q.DURABLE, true)
-            .set(Q.AUTO_DELETED, false)
-            .set(Q.EXCLUSIVE, false)
-            .set(Q.LAST_ACTIVE, utcNow())
-            .onConflict(Q.NAME)
-            .doUpdate()
-            .set(Q.DURABLE, true)
-            .set(Q.AUTO_DELETED, false)
-            .where(Q.AUTO_DELETED.isTrue().or(Q.DURABLE.isFalse()))
-            .returningResult(Q.NAME));
+        .as(deadLetterQueueRow(ctx, deadLetterQueue));
     CommonTableExpression<Record1<Long>> moved = name("moved").fields("id")
         .as(ctx.update(I)
             .set(I.QUEUE_ID, deadLetterQueue)
@@ -174,7 +196,8 @@ public final class RetryStatements {
             .and(I.QUEUE_ID.eq(fromQueue))
             .returningResult(I.ID));
     Field<Long> movedId = moved.field("id", Long.class);
-    return upsertFailure(ctx.with(queueRow).with(moved).insertInto(F, F.ITEM_ID, F.FAILED_DELIVERIES,
+    var with = withQueueRow ? ctx.with(queueRow).with(moved) : ctx.with(moved);
+    return upsertFailure(with.insertInto(F, F.ITEM_ID, F.FAILED_DELIVERIES,
             F.LAST_ERROR_CLASS, F.LAST_ERROR_MESSAGE, F.LAST_FAILED_AT, F.ORIGINAL_QUEUE_ID, F.DEAD_LETTERED_AT),
         failureRows(movedId, Math.max(1, countedDeliveries), errorClass, errorMessage, fromQueue).from(moved),
         countedDeliveries, errorClass, errorMessage)
