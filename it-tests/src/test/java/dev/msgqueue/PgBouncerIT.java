@@ -55,6 +55,9 @@ import org.junit.jupiter.api.extension.ExtendWith;
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class PgBouncerIT {
   private static final int SERVER_CONNECTIONS = 3;
+  private static final org.jooq.Table<org.jooq.Record> LEDGER = org.jooq.impl.DSL.table(org.jooq.impl.DSL.name("pgbouncerLedger"));
+  private static final org.jooq.Field<Long> LEDGER_ID =
+      org.jooq.impl.DSL.field(org.jooq.impl.DSL.name("pgbouncerLedger", "id"), Long.class);
   private final TestDatabase db;
   private PgBouncer bouncer;
   private HikariDataSource pooled;
@@ -219,16 +222,31 @@ class PgBouncerIT {
 
   @Test
   void subscribersThroughPgBouncerWithTheListenerDirect() throws Exception {
+    subscribersThroughPgBouncer(ConsumeMode.LEASE, "events");
+  }
+
+  /**
+   * The held-transaction mode through PgBouncer in transaction pooling: one transaction per batch (its lock, the
+   * handlers' writes, the delete), on whichever server connection PgBouncer lends it; its SET LOCAL limits end with it.
+   */
+  @Test
+  void heldTransactionSubscribersThroughPgBouncer() throws Exception {
+    subscribersThroughPgBouncer(ConsumeMode.TRANSACTION, "held-events");
+  }
+
+  private void subscribersThroughPgBouncer(ConsumeMode mode, String queueName) throws Exception {
+    // The handlers' own table: DDL, which jOOQ's typed API does not cover for an ad-hoc table.
+    db.dsl().execute("CREATE TABLE IF NOT EXISTS \"pgbouncerLedger\" (id bigint NOT NULL)");
     MsgQueueRepository repository = repository(pooled);
-    QueueSpec queue = QueueSpec.durable("events");
+    QueueSpec queue = QueueSpec.durable(queueName);
     int publishers = 4;
     int perPublisher = 60;
     Map<Long, AtomicInteger> deliveries = new ConcurrentHashMap<>();
     Set<Long> published = ConcurrentHashMap.newKeySet();
     // The supported setup: LISTEN on a direct connection to PostgreSQL, everything else through PgBouncer.
     try (WakeupListener listener = WakeupListener.start(() -> DriverManager.getConnection(db.jdbcUrl()));
-         Subscriber first = subscriber(repository, queue, listener, deliveries);
-         Subscriber second = subscriber(repository, queue, listener, deliveries)) {
+         Subscriber first = subscriber(repository, queue, listener, deliveries, mode);
+         Subscriber second = subscriber(repository, queue, listener, deliveries, mode)) {
       awaitTrue(listener::isListening, "the LISTEN connection is up");
       ExecutorService executor = Executors.newFixedThreadPool(publishers);
       List<Future<?>> running = new ArrayList<>();
@@ -258,14 +276,25 @@ class PgBouncerIT {
         .filter(delivery -> delivery.getValue().get() != 1).map(Map.Entry::getKey).sorted().toList();
     assertThat(deliveredTwice.size())
         .as("messages delivered more than once (first: %s)", deliveredTwice.stream().limit(10).toList()).isZero();
-    assertThat(db.dsl().fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.eq("events"))).isZero();
+    assertThat(db.dsl().fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.eq(queueName))).isZero();
+    if (mode == ConsumeMode.TRANSACTION) {
+      assertThat(db.dsl().fetchCount(LEDGER, LEDGER_ID.in(published))).as("the handlers' writes, once each")
+          .isEqualTo(published.size());
+    }
   }
 
   private static Subscriber subscriber(MsgQueueRepository repository, QueueSpec queue, WakeupListener listener,
-      Map<Long, AtomicInteger> deliveries) {
-    return Subscriber.builder(repository, queue,
+      Map<Long, AtomicInteger> deliveries, ConsumeMode mode) {
+    Subscriber.Builder builder = mode == ConsumeMode.TRANSACTION
+        ? Subscriber.builder(repository, queue, (message, transaction) -> {
+          // A write of the handler's own in the held transaction: it commits with the message's removal.
+          transaction.insertInto(LEDGER, LEDGER_ID).values(message.id()).execute();
+          deliveries.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet();
+        })
+        : Subscriber.builder(repository, queue,
             message -> deliveries.computeIfAbsent(message.id(), id -> new AtomicInteger()).incrementAndGet())
-        .mode(ConsumeMode.LEASE).lease(Duration.ofSeconds(60))
+            .mode(ConsumeMode.LEASE).lease(Duration.ofSeconds(60));
+    return builder
         .concurrency(4)
         .batchSize(16)
         .pollInterval(Duration.ofSeconds(5))

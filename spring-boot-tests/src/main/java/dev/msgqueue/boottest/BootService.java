@@ -12,6 +12,8 @@ import org.springframework.boot.autoconfigure.SpringBootApplication;
 public class BootService {
   /** The queue orders are published to and shipped from. */
   public static final String ORDERS = "boot-orders";
+  /** The queue orders are fulfilled from, with the listener's writes in the transaction that holds each message. */
+  public static final String FULFIL = "boot-fulfil";
 
   public static void main(String[] args) {
     SpringApplication.run(BootService.class, args);

@@ -43,6 +43,12 @@ public class OrderController {
     orders.placeThenFail(queue, order, housekeeping);
   }
 
+  /** Places an order to be fulfilled (a JSON body); answers the message id. */
+  @PostMapping("/fulfilments")
+  public Map<String, Object> fulfil(@RequestBody String order) {
+    return Map.of("id", orders.fulfil(order));
+  }
+
   @GetMapping("/shipped")
   public List<Long> shipped() {
     return shipping.shipped();

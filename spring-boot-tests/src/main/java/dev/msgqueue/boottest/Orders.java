@@ -29,6 +29,12 @@ public class Orders {
     return queues.publish(QueueSpec.durable(BootService.ORDERS), order);
   }
 
+  /** Publishes {@code order} to {@link BootService#FULFIL}; the message exists once this transaction commits. */
+  @Transactional
+  public long fulfil(String order) {
+    return queues.publish(QueueSpec.durable(BootService.FULFIL), order);
+  }
+
   /** Publishes {@code order} to {@code queue} (auto-deleted); the message exists once this transaction commits. */
   @Transactional
   public long placeOn(String queue, String order) {

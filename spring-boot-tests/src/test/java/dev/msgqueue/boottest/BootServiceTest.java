@@ -1,6 +1,7 @@
 package dev.msgqueue.boottest;
 
 import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM;
+import static dev.msgqueue.jooq.Tables.MESSAGE_QUEUE_ITEM_FAILURE;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 import static org.jooq.impl.DSL.field;
@@ -38,6 +39,9 @@ class BootServiceTest {
 
   @Value("${local.server.port}")
   private int port;
+
+  @org.springframework.beans.factory.annotation.Autowired
+  private Fulfilment fulfilment;
 
   private Http http() {
     return new Http(port);
@@ -130,6 +134,35 @@ class BootServiceTest {
     assertThat(database().fetchExists(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.ID.eq(id)))
         .as("the housekeeper and the reaper ran on connections of their own, not on the caller's transaction")
         .isFalse();
+  }
+
+  @Test
+  void aListenersWritesThroughJdbcTemplateJooqAndTransactionalCommitWithTheMessageOrNotAtAll() {
+    Http.Response placed = http().post("/fulfilments", "{\"order\": \"book\", \"failFirst\": true}");
+    assertThat(placed.status()).isEqualTo(200);
+    long id = ((Number) placed.json("$.id")).longValue();
+    List<String> expected = List.of("jdbc " + id, "jooq " + id, "transactional " + id);
+
+    // The first delivery writes all three rows and throws: they roll back with it, and the retry policy delivers the
+    // message again after its backoff; the second returns: its three rows commit as the message leaves its queue.
+    await("the order fulfilled").atMost(Duration.ofSeconds(60))
+        .until(() -> shipments(id).size() == 3 && !database().fetchExists(MESSAGE_QUEUE_ITEM,
+            MESSAGE_QUEUE_ITEM.ID.eq(id)));
+    assertThat(shipments(id)).as("the failed delivery's writes did not stay: one row each")
+        .containsExactlyInAnyOrderElementsOf(expected);
+    assertThat(fulfilment.deliveries()).containsEntry(id, 2);
+    assertThat(database().select(MESSAGE_QUEUE_ITEM_FAILURE.FAILED_DELIVERIES, MESSAGE_QUEUE_ITEM_FAILURE.LAST_ERROR_CLASS)
+        .from(MESSAGE_QUEUE_ITEM_FAILURE).where(MESSAGE_QUEUE_ITEM_FAILURE.ITEM_ID.eq(id)).fetchOne())
+        .as("the failed delivery counted with its error")
+        .satisfies(row -> {
+          assertThat(row.value1()).isOne();
+          assertThat(row.value2()).isEqualTo(IllegalStateException.class.getName());
+        });
+  }
+
+  private List<String> shipments(long id) {
+    return database().select(field(name("payload"), String.class)).from(table(name("shipment")))
+        .where(field(name("payload"), String.class).endsWith(" " + id)).fetch(0, String.class);
   }
 
   private List<Long> shipped() {
