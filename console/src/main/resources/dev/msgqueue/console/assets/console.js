@@ -80,7 +80,7 @@
       return decimal.format(s) + ' s';
     }
     if (s < 3600) {
-      return Math.floor(s / 60) + ' min ' + Math.floor(s % 60) + ' s';
+      return Math.floor(s / 60) + ' min' + (Math.floor(s % 60) > 0 ? ' ' + Math.floor(s % 60) + ' s' : '');
     }
     if (s < 86400) {
       return Math.floor(s / 3600) + ' h ' + Math.floor((s % 3600) / 60) + ' min';
@@ -609,6 +609,7 @@
     const inProcess = h.inProcess;
     const interval = inProcess ? inProcess.intervalSeconds : 60;
     const parts = [el('h1', {}, 'Housekeeping')];
+    const recent = [];
 
     if (inProcess) {
       const last = inProcess.lastRun;
@@ -630,11 +631,11 @@
           integer.format(h.processTotals.expiredDeleted || 0), ' expired message(s) (its msgqueue metrics).'));
       }
       if (inProcess.recentRuns.length > 0) {
-        parts.push(el('table', { class: 'grid', id: 'runs' },
+        recent.push(el('h2', {}, 'Recent ticks'), el('table', { class: 'grid', id: 'runs' },
           el('thead', {}, el('tr', {}, el('th', {}, 'Tick'), el('th', {}, 'Outcome'), el('th', { class: 'num' }, 'Took'),
             el('th', { class: 'num' }, 'Queues reaped'), el('th', { class: 'num' }, 'Expired deleted'),
             el('th', {}, 'Failure'))),
-          el('tbody', {}, inProcess.recentRuns.map((run) => el('tr', {},
+          el('tbody', {}, inProcess.recentRuns.slice(0, 10).map((run) => el('tr', {},
             el('td', {}, timestamp(run.startedAt)), el('td', {}, run.outcome.toLowerCase()),
             el('td', { class: 'num' }, duration(run.durationMillis / 1000)),
             el('td', { class: 'num' }, integer.format(run.reapedQueues)),
@@ -678,7 +679,7 @@
     for (const warning of warnings) {
       parts.push(el('p', { class: 'warn', role: 'status' }, warning));
     }
-    return el('section', {}, parts);
+    return el('section', {}, parts, recent);
   }
 
   // ---- throughput
@@ -696,28 +697,30 @@
     return element;
   }
 
-  function chart(series, historySeconds) {
-    const width = 640;
+  /** A line chart of one series over the window [start, end] (epoch millis), built as SVG elements. */
+  function chart(series, start, end) {
+    const width = 560;
     const height = 150;
     const left = 56;
+    const right = 24;
     const bottom = 24;
     const top = 10;
     const points = series.points.filter((p) => p.perSecond !== null);
-    const end = Date.now();
-    const start = end - historySeconds * 1000;
     const peak = Math.max(1, ...points.map((p) => p.perSecond));
-    const x = (at) => left + (width - left - 8) * Math.max(0, (Date.parse(at) - start)) / (end - start);
+    const x = (at) => left + (width - left - right) * Math.max(0, (Date.parse(at) - start)) / (end - start);
     const y = (v) => top + (height - top - bottom) * (1 - v / peak);
     const chartSvg = svg('svg', { viewBox: '0 0 ' + width + ' ' + height, class: 'chart', role: 'img',
       'aria-label': series.label + ' per second' });
-    chartSvg.append(svg('line', { x1: left, y1: y(0), x2: width - 8, y2: y(0), class: 'axis' }));
+    chartSvg.append(svg('line', { x1: left, y1: y(0), x2: width - right, y2: y(0), class: 'axis' }));
     chartSvg.append(svg('line', { x1: left, y1: top, x2: left, y2: y(0), class: 'axis' }));
     chartSvg.append(svg('text', { x: left - 6, y: top + 4, class: 'tick', 'text-anchor': 'end' }, decimal.format(peak)));
     chartSvg.append(svg('text', { x: left - 6, y: y(0), class: 'tick', 'text-anchor': 'end' }, '0'));
-    for (let minutes = historySeconds / 60; minutes >= 0; minutes -= 5) {
-      const at = new Date(end - minutes * 60000).toISOString();
-      chartSvg.append(svg('text', { x: x(at), y: height - 6, class: 'tick', 'text-anchor': 'middle' },
-        minutes === 0 ? 'now' : '\u2212' + minutes + ' min'));
+    const minutes = (end - start) / 60000;
+    const step = minutes <= 2 ? 0.5 : minutes <= 6 ? 1 : 5;
+    for (let m = 0; m <= minutes + 1e-9; m += step) {
+      const at = new Date(end - m * 60000).toISOString();
+      chartSvg.append(svg('text', { x: x(at), y: height - 6, class: 'tick', 'text-anchor': m === 0 ? 'end' : 'middle' },
+        m === 0 ? 'now' : '\u2212' + (m < 1 ? m * 60 + ' s' : m + ' min')));
     }
     if (points.length > 0) {
       const path = points.map((p, i) => (i === 0 ? 'M' : 'L') + x(p.at).toFixed(1) + ' ' + y(p.perSecond).toFixed(1))
@@ -740,16 +743,22 @@
       parts.push(el('p', { class: 'muted' }, 'The first figures appear one sampling interval after the console ',
         'started.'));
     }
+    // From the first sample (the console's start) or the start of the history, whichever is later.
+    const end = Date.now();
+    const start = Math.max(end - t.historySeconds * 1000, t.since ? Math.min(Date.parse(t.since), end - 60000)
+      : end - 60000);
+    const grid = el('div', { class: 'charts' });
+    parts.push(grid);
     for (const series of t.series) {
       const values = series.points.filter((p) => p.perSecond !== null).map((p) => p.perSecond);
       const last = values.length ? values[values.length - 1] : null;
       const average = values.length ? values.reduce((a, b) => a + b, 0) / values.length : null;
-      parts.push(el('div', { class: 'series', 'data-series': series.id },
+      grid.append(el('div', { class: 'series', 'data-series': series.id },
         el('h2', {}, series.label),
         el('p', { class: 'figures' }, 'now ', last === null ? '\u2014' : decimal.format(last), '/s \u00b7 average ',
           average === null ? '\u2014' : decimal.format(average), '/s \u00b7 peak ',
           values.length ? decimal.format(Math.max(...values)) : '\u2014', '/s'),
-        chart(series, t.historySeconds)));
+        chart(series, start, end)));
     }
     return el('section', {}, parts);
   }
