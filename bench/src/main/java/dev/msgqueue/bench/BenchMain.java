@@ -65,12 +65,18 @@ public final class BenchMain {
         new ScaleScenario(options.scale()));
   }
 
-  /** The scenarios {@code --scenarios} selects (all by default). */
+  /** The scenarios that run only when {@code --scenarios} names them, never in the default run. */
+  static List<Scenario> optInScenarios(BenchOptions options) {
+    return List.of(new ConsoleScenario(options.console()));
+  }
+
+  /** The scenarios {@code --scenarios} selects (all but the opt-in ones by default). */
   static List<Scenario> scenarios(BenchOptions options) throws BenchOptions.UsageException {
-    List<Scenario> all = allScenarios(options);
+    List<Scenario> all = new java.util.ArrayList<>(allScenarios(options));
     if (options.scenarioIds().isEmpty()) {
       return all;
     }
+    all.addAll(optInScenarios(options));
     List<String> known = all.stream().map(Scenario::id).toList();
     for (String id : options.scenarioIds()) {
       if (!known.contains(id)) {
