@@ -12,7 +12,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 /**
- * The changesets that add an index (the claim index, the idle-queue index): each rolls back, re-applies, and marks
+ * The changesets that add an index (the claim index, the idle-queue index, the last-active index): each rolls back, re-applies, and marks
  * itself ran where its index already exists.
  */
 class IndexMigrationsIT {
@@ -32,7 +32,8 @@ class IndexMigrationsIT {
   @ParameterizedTest
   @CsvSource({
       "msgqueue-005-message-queue-item-claim-index, MessageQueueItem_queueId_id_idx",
-      "msgqueue-007-message-queue-idle-index, MessageQueue_lastActive_autoDeleted_idx"})
+      "msgqueue-007-message-queue-idle-index, MessageQueue_lastActive_autoDeleted_idx",
+      "msgqueue-008-message-queue-last-active-index, MessageQueue_lastActive_name_idx"})
   void rollsBackAndReappliesAndToleratesAnExistingIndex(String changeSet, String index) throws Exception {
     try (TestDatabase db = TestDatabase.createMigrated("index-migration")) {
       assertThat(indexCount(db.dsl(), index)).isOne();
