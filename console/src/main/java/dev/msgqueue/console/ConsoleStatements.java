@@ -113,15 +113,14 @@ final class ConsoleStatements {
   }
 
   /**
-   * A page of queues in {@code "lastActive"} order (then name), from {@code offset}: no index covers every queue's
-   * {@code "lastActive"}, so this reads the queue table (one row per queue) and keeps the top rows; the caller bounds
-   * the offset.
+   * A page of queues in {@code "lastActive"} order (then name), from {@code offset}, through the
+   * ({@code "lastActive"}, name) index walked either way (so a queue without {@code "lastActive"} comes last in
+   * ascending order and first in descending); the caller bounds the offset, which the index walks past row by row.
    */
   List<QueueRow> queuesByLastActive(boolean descending, int offset, int limit) {
     return ctx.select(Q.NAME, Q.DURABLE, Q.AUTO_DELETED, Q.EXCLUSIVE, Q.LAST_ACTIVE)
         .from(Q)
-        .orderBy(descending ? Q.LAST_ACTIVE.desc().nullsLast() : Q.LAST_ACTIVE.asc().nullsFirst(),
-            descending ? Q.NAME.desc() : Q.NAME.asc())
+        .orderBy(descending ? Q.LAST_ACTIVE.desc() : Q.LAST_ACTIVE.asc(), descending ? Q.NAME.desc() : Q.NAME.asc())
         .limit(limit)
         .offset(offset)
         .fetch(r -> new QueueRow(r.value1(), r.value2(), r.value3(), r.value4(), r.value5()));

@@ -658,7 +658,8 @@
       el('dt', {}, 'Idle queues'), el('dd', {}, integer.format(h.idleQueues.pastThreshold),
         h.idleQueues.pastThreshold >= h.idleQueues.checked ? '+' : '', ' auto-deleted queue(s) idle past ',
         duration(threshold), '; ', integer.format(h.idleQueues.reapable),
-        ' hold no live message and go at the next tick',
+        h.idleQueues.pastThreshold >= h.idleQueues.checked ? ' of the ' + integer.format(h.idleQueues.checked)
+          + ' idle longest' : '', ' hold no live message and go at the next tick',
         h.idleQueues.oldestReapableLastActive ? ['; the longest idle since ',
           timestamp(h.idleQueues.oldestReapableLastActive)] : ''),
       el('dt', {}, 'Expired messages'), el('dd', {}, h.expired.messages === null ? 'not counted yet'
