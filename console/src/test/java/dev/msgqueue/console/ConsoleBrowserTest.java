@@ -269,8 +269,10 @@ class ConsoleBrowserTest {
 
   // ---- helpers
 
+  /** Opens {@code hash} and waits until the page has rendered it (a hash change keeps the document). */
   private void open(String hash, String view) {
     driver.get(console.base() + hash);
+    new WebDriverWait(driver, WAIT).until(ExpectedConditions.attributeToBe(By.id("main"), "data-rendered", hash));
     awaitView(view);
   }
 

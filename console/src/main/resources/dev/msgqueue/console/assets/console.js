@@ -83,9 +83,11 @@
       return Math.floor(s / 60) + ' min' + (Math.floor(s % 60) > 0 ? ' ' + Math.floor(s % 60) + ' s' : '');
     }
     if (s < 86400) {
-      return Math.floor(s / 3600) + ' h ' + Math.floor((s % 3600) / 60) + ' min';
+      const minutes = Math.floor((s % 3600) / 60);
+      return Math.floor(s / 3600) + ' h' + (minutes > 0 ? ' ' + minutes + ' min' : '');
     }
-    return Math.floor(s / 86400) + ' d ' + Math.floor((s % 86400) / 3600) + ' h';
+    const hours = Math.floor((s % 86400) / 3600);
+    return Math.floor(s / 86400) + ' d' + (hours > 0 ? ' ' + hours + ' h' : '');
   }
 
   function timestamp(iso) {
@@ -196,11 +198,13 @@
       if (sequence === renderSequence) {
         main.replaceChildren(content);
         main.dataset.view = view;
+        main.dataset.rendered = location.hash;
       }
     } catch (e) {
       if (sequence === renderSequence) {
         main.replaceChildren(el('div', { class: 'error', role: 'alert' }, 'Could not load this view: ', e.message));
         main.dataset.view = 'error';
+        main.dataset.rendered = location.hash;
       }
     }
   }
