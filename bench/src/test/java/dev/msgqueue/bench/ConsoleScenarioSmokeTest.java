@@ -58,6 +58,8 @@ class ConsoleScenarioSmokeTest {
     }
     JsonNode depth = rows.get(5);
     assertThat(depth.path("view").asText()).isEqualTo("queues by depth, first page");
-    assertThat(depth.path("slowestStatement").asText()).contains("MessageQueue");
+    // The clock and the page's queue rows: the counts come from the snapshot, not from a statement of this view.
+    assertThat(depth.path("statementsPerRequest").asDouble()).isEqualTo(2.0);
+    assertThat(depth.path("slowestStatement").asText()).isNotEmpty();
   }
 }
