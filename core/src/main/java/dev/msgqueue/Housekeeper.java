@@ -90,6 +90,7 @@ public final class Housekeeper implements AutoCloseable {
   private final Runnable whileHoldingLock;
   private final Clock clock = Clock.systemUTC();
   private final AtomicReference<HousekeepingRun> lastRun = new AtomicReference<>();
+  private final AtomicReference<QueueStatisticsSnapshot> lastStatistics = new AtomicReference<>();
   private final AtomicInteger consecutiveFailures = new AtomicInteger();
   private final AtomicBoolean started = new AtomicBoolean();
   private final AtomicBoolean closed = new AtomicBoolean();
@@ -168,7 +169,10 @@ public final class Housekeeper implements AutoCloseable {
   /** Every replica refreshes its statistics gauges each tick, whichever replica did the work. */
   private void refreshStatistics() {
     try {
-      maintenance.refreshStatistics();
+      QueueStatisticsSnapshot read = maintenance.refreshStatistics();
+      if (read != null) {
+        lastStatistics.set(read);
+      }
     } catch (RuntimeException e) {
       log.warn("housekeeper: could not read the queue statistics; the gauges keep their previous values", e);
     }
@@ -177,6 +181,15 @@ public final class Housekeeper implements AutoCloseable {
   /** The most recent tick, scheduled or {@link #runOnce() explicit}; empty before the first. */
   public Optional<HousekeepingRun> lastRun() {
     return Optional.ofNullable(lastRun.get());
+  }
+
+  /**
+   * The statistics of every queue as the most recent tick that read them read them (for the statistics gauges of
+   * {@link MicrometerMetrics}): empty before the first such tick, and while no metrics with queue gauges are bound to
+   * the repository, since a tick reads them only then. A failed read keeps the previous one.
+   */
+  public Optional<QueueStatisticsSnapshot> lastStatistics() {
+    return Optional.ofNullable(lastStatistics.get());
   }
 
   /** How many ticks in a row have failed; 0 after any tick that completed or was skipped. */

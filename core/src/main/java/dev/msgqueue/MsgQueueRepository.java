@@ -299,4 +299,18 @@ public final class MsgQueueRepository implements QueueOperations {
     return StatisticsStatements.ofAll(context.statements());
   }
 
+  /**
+   * The statistics of every queue as a {@link Housekeeper} tick reads them for the statistics gauges, in one
+   * statement that takes no lock: exact, as {@link #queueStatistics()}, while the message table holds at most 50,000
+   * messages by the planner's estimate ({@code pg_class.reltuples}, kept by autovacuum and ANALYZE), else estimated
+   * from a {@code TABLESAMPLE SYSTEM} block sample of about 20,000 messages, so that its cost stays about flat however
+   * many messages the table holds ({@link QueueStatisticsSnapshot#sampled()} says which). It still returns a row for
+   * every queue, so its cost grows with the number of queues. For a page or a report that must not scan the message
+   * table; a queue holding fewer messages than one sampled block's share of the table may show zero or a multiple of
+   * that share.
+   */
+  public QueueStatisticsSnapshot estimatedQueueStatistics() {
+    return StatisticsStatements.snapshot(context.statements());
+  }
+
 }

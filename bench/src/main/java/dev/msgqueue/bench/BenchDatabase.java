@@ -124,6 +124,11 @@ final class BenchDatabase implements AutoCloseable {
     return url;
   }
 
+  /** The JDBC URL of another database on the same server, as the benchmark's user. */
+  String urlOf(String database) {
+    return server.adminUrl().withDatabase(database).value();
+  }
+
   /** The long-lived session that sets cells up and reads the server's counters. */
   DSLContext control() {
     return control;

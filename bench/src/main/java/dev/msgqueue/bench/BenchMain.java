@@ -72,15 +72,24 @@ public final class BenchMain {
    */
   static final List<String> NOT_IN_DEFAULT_RUN = List.of(DrainRepeatScenario.ID, ScaleScenario.ID);
 
-  /** The scenarios {@code --scenarios} selects: {@code all}, or any of them by id; without it, the default run. */
+  /** The scenarios that run only when {@code --scenarios} names them, never in the default run. */
+  static List<Scenario> optInScenarios(BenchOptions options) {
+    return List.of(new ConsoleScenario(options.console()));
+  }
+
+  /**
+   * The scenarios {@code --scenarios} selects: by id, or {@code all} (every one but the opt-in ones); without it the
+   * default run, which leaves out {@link #NOT_IN_DEFAULT_RUN} too.
+   */
   static List<Scenario> scenarios(BenchOptions options) throws BenchOptions.UsageException {
-    List<Scenario> all = allScenarios(options);
+    List<Scenario> all = new java.util.ArrayList<>(allScenarios(options));
     if (options.scenarioIds().isEmpty()) {
       return all.stream().filter(scenario -> !NOT_IN_DEFAULT_RUN.contains(scenario.id())).toList();
     }
     if (options.scenarioIds().equals(List.of(BenchOptions.ALL_SCENARIOS))) {
       return all;
     }
+    all.addAll(optInScenarios(options));
     List<String> known = all.stream().map(Scenario::id).toList();
     for (String id : options.scenarioIds()) {
       if (!known.contains(id)) {

@@ -31,6 +31,7 @@ import java.util.List;
  * @param scale the sizes of the scale scenario
  * @param drainCells the drain scenario's cells to run, as {@code consumer:concurrency}; empty for the default ones,
  *     {@code all} for every one
+ * @param console the sizes of the console scenario (run only when {@code --scenarios} names it)
  */
 record BenchOptions(
     String jdbcUrl,
@@ -49,7 +50,8 @@ record BenchOptions(
     int drainMessages,
     Duration sustainedDuration,
     ScaleSettings scale,
-    List<String> drainCells) {
+    List<String> drainCells,
+    ConsoleScenario.ConsoleSettings console) {
 
   /** {@code --scenarios all}: every scenario, scale included. */
   static final String ALL_SCENARIOS = "all";
@@ -85,7 +87,12 @@ record BenchOptions(
       "  --maintenance-duty-cycles 1,0.5  one housekeeping cell per MsgQueueConfig.maintenanceDutyCycle, in this",
       "                          order (default 1,0.5: batches back to back, then the library's default)",
       "  --scenarios IDS         run only these: publish-contention,batching,reaper-race,end-to-end,drain,",
-      "                          sustained,drain-repeat,scale; or all (the default run, drain-repeat and scale)",
+      "                          sustained,drain-repeat,scale; or all (the default run, drain-repeat and scale);",
+      "                          console runs only when named",
+      "  --console-queues N      queues the console scenario fills (default 100000; quick 2000)",
+      "  --console-messages N    messages the console scenario fills (default 10000000, about 4 GB; quick 20000)",
+      "  --console-requests N    requests per view of the console scenario (default 100; quick 5)",
+      "  --console-database NAME measure this database on the same server as it is, instead of filling one",
       "  --quick                 tiny sizes (the CI smoke test; its figures mean nothing)",
       "  --keep-database         do not drop the benchmark database at the end",
       "  --help                  this text");
@@ -122,6 +129,8 @@ record BenchOptions(
     List<String> drainCells = List.of();
     List<String> scaleCells = List.of();
     List<Double> dutyCycles = List.of();
+    ConsoleScenario.ConsoleSettings console = quick ? ConsoleScenario.ConsoleSettings.QUICK
+        : ConsoleScenario.ConsoleSettings.FULL;
     for (int i = 0; i < args.length; i++) {
       String arg = args[i];
       switch (arg) {
@@ -156,6 +165,17 @@ record BenchOptions(
         case "--maintenance-duty-cycles" -> dutyCycles = dutyCycles(value(args, ++i, arg), arg);
         case "--drain-cells" -> drainCells = List.of(value(args, ++i, arg).split(","));
         case "--scenarios" -> scenarioIds = List.of(value(args, ++i, arg).split(","));
+        case "--console-queues" -> console = new ConsoleScenario.ConsoleSettings(
+            positiveInts(value(args, ++i, arg), arg, 10_000_000).get(0), console.messages(), console.requests(),
+            console.statisticsReads(), console.existingDatabase());
+        case "--console-messages" -> console = new ConsoleScenario.ConsoleSettings(console.queues(),
+            positiveInts(value(args, ++i, arg), arg, 100_000_000).get(0), console.requests(),
+            console.statisticsReads(), console.existingDatabase());
+        case "--console-requests" -> console = new ConsoleScenario.ConsoleSettings(console.queues(),
+            console.messages(), positiveInts(value(args, ++i, arg), arg, 100_000).get(0), console.statisticsReads(),
+            console.existingDatabase());
+        case "--console-database" -> console = new ConsoleScenario.ConsoleSettings(console.queues(),
+            console.messages(), console.requests(), console.statisticsReads(), value(args, ++i, arg));
         case "--reaper-race" -> reaperRace = reaperRace.withRunLength(seconds(value(args, ++i, arg), arg));
         default -> throw new UsageException("unknown option " + arg + System.lineSeparator() + USAGE);
       }
@@ -178,7 +198,7 @@ record BenchOptions(
     }
     return new BenchOptions(jdbcUrl, resultsDir, cellDuration, warmup, publishers, batchSizes, reaperRace,
         new EndToEndSettings(endToEndRate, cellDuration, warmup, endToEndPoll), contentionKeepAlive, rounds,
-        scenarioIds, quick, keepDatabase, drainMessages, sustained, scale, drainCells);
+        scenarioIds, quick, keepDatabase, drainMessages, sustained, scale, drainCells, console);
   }
 
   int maxPublishers() {

@@ -24,6 +24,7 @@ public class Indexes {
     // -------------------------------------------------------------------------
 
     public static final Index MESSAGEQUEUE_LASTACTIVE_AUTODELETED_IDX = Internal.createIndex(DSL.name("MessageQueue_lastActive_autoDeleted_idx"), MessageQueue.MESSAGE_QUEUE, new OrderField[] { MessageQueue.MESSAGE_QUEUE.LAST_ACTIVE }, false);
+    public static final Index MESSAGEQUEUE_LASTACTIVE_NAME_IDX = Internal.createIndex(DSL.name("MessageQueue_lastActive_name_idx"), MessageQueue.MESSAGE_QUEUE, new OrderField[] { MessageQueue.MESSAGE_QUEUE.LAST_ACTIVE, MessageQueue.MESSAGE_QUEUE.NAME }, false);
     public static final Index MESSAGEQUEUEITEM_EXPIRESAT_QUEUEID_READAFTER_STATUS_ID_IDX = Internal.createIndex(DSL.name("MessageQueueItem_expiresAt_queueId_readAfter_status_id_idx"), MessageQueueItem.MESSAGE_QUEUE_ITEM, new OrderField[] { MessageQueueItem.MESSAGE_QUEUE_ITEM.EXPIRES_AT, MessageQueueItem.MESSAGE_QUEUE_ITEM.QUEUE_ID, MessageQueueItem.MESSAGE_QUEUE_ITEM.READ_AFTER, MessageQueueItem.MESSAGE_QUEUE_ITEM.STATUS, MessageQueueItem.MESSAGE_QUEUE_ITEM.ID }, false);
     public static final Index MESSAGEQUEUEITEM_QUEUEID_ID_IDX = Internal.createIndex(DSL.name("MessageQueueItem_queueId_id_idx"), MessageQueueItem.MESSAGE_QUEUE_ITEM, new OrderField[] { MessageQueueItem.MESSAGE_QUEUE_ITEM.QUEUE_ID, MessageQueueItem.MESSAGE_QUEUE_ITEM.ID }, false);
 }

@@ -15,8 +15,9 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
 /**
- * The changesets that add an index (the claim index, the idle-queue index): each rolls back, re-applies, marks itself
- * ran where its index already exists, and builds it over a leftover invalid index of its name.
+ * The changesets that add an index (the claim index, the idle-queue index, the last-active index): each rolls back,
+ * re-applies, marks itself ran where its index already exists, and (the first two) builds it over a leftover invalid
+ * index of its name.
  */
 class IndexMigrationsIT {
   // pg_indexes and databasechangelog are not msgqueue tables, so they have no generated classes.
@@ -35,7 +36,8 @@ class IndexMigrationsIT {
   @ParameterizedTest
   @CsvSource({
       "msgqueue-005-message-queue-item-claim-index, MessageQueueItem_queueId_id_idx",
-      "msgqueue-007-message-queue-idle-index, MessageQueue_lastActive_autoDeleted_idx"})
+      "msgqueue-007-message-queue-idle-index, MessageQueue_lastActive_autoDeleted_idx",
+      "msgqueue-010-message-queue-last-active-index, MessageQueue_lastActive_name_idx"})
   void rollsBackAndReappliesAndToleratesAnExistingIndex(String changeSet, String index) throws Exception {
     try (TestDatabase db = TestDatabase.createMigrated("index-migration")) {
       assertThat(indexCount(db.dsl(), index)).isOne();

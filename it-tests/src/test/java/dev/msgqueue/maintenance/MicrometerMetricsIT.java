@@ -12,6 +12,7 @@ import dev.msgqueue.MicrometerMetrics;
 import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.MsgQueueRepository;
 import dev.msgqueue.QueueSpec;
+import dev.msgqueue.QueueStatisticsSnapshot;
 import dev.msgqueue.RetryPolicy;
 import dev.msgqueue.Subscriber;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
@@ -183,6 +184,7 @@ class MicrometerMetricsIT {
       repository.publish(spec, "2");
     }
     assertThat(statisticsReads).hasValue(0);
+    assertThat(housekeeper.lastStatistics()).as("a tick without queue gauges reads no statistics").isEmpty();
     assertThat(withoutGauges.find("msgqueue.queue.messages").gauges()).isEmpty();
     assertThat(withoutGauges.find("msgqueue.queue.oldest.ready.age").gauges()).isEmpty();
     assertThat(withoutGauges.find("msgqueue.messages.published").tag("queue", "m-no-gauges").counter().count())
@@ -193,6 +195,10 @@ class MicrometerMetricsIT {
       assertThat(housekeeper.runOnce().outcome()).isEqualTo(HousekeepingRun.Outcome.COMPLETED);
     }
     assertThat(statisticsReads.get()).isPositive();
+    QueueStatisticsSnapshot read = housekeeper.lastStatistics().orElseThrow();
+    assertThat(read.sampled()).isFalse();
+    assertThat(read.queues()).filteredOn(queue -> queue.queue().equals("m-no-gauges"))
+        .singleElement().satisfies(queue -> assertThat(queue.ready()).isEqualTo(2));
     assertThat(withGauges.find("msgqueue.queue.messages").tag("queue", "m-no-gauges").tag("state", "ready").gauge()
         .value()).isEqualTo(2);
 

@@ -12,11 +12,13 @@ import dev.msgqueue.MsgQueueConfig;
 import dev.msgqueue.MsgQueueRepository;
 import dev.msgqueue.QueueSpec;
 import dev.msgqueue.QueueStatistics;
+import dev.msgqueue.QueueStatisticsSnapshot;
 import dev.msgqueue.internal.sql.ServerTime;
 import dev.msgqueue.internal.sql.StatisticsStatements;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
 import dev.msgqueue.it.TestDatabase;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.List;
 import org.jooq.Field;
 import org.jooq.JSONB;
@@ -101,6 +103,32 @@ class QueueStatisticsEstimateIT {
     assertThat(gauges).extracting(QueueStatistics::queue).containsExactly("big", "empty", "small");
     assertThat(gauges.get(0).ready()).isEqualTo(MESSAGES * 3 / 4);
     assertThat(gauges.get(2).expired()).isEqualTo(MESSAGES / 4);
+  }
+
+  @Test
+  void theRepositorysEstimateIsTheExactReadOnATableAtMostFiftyThousandMessages() {
+    messages();
+    analyze();
+    Instant before = Instant.now();
+
+    QueueStatisticsSnapshot snapshot = repository.estimatedQueueStatistics();
+
+    assertThat(snapshot.sampled()).isFalse();
+    assertThat(snapshot.readAt()).isBetween(before, Instant.now());
+    assertThat(snapshot.queues()).usingRecursiveFieldByFieldElementComparatorIgnoringFields("oldestReadyAge")
+        .containsExactlyElementsOf(repository.queueStatistics());
+  }
+
+  @Test
+  void aSnapshotAboveTheExactBoundSaysItWasSampled() {
+    messages();
+    analyze();
+
+    QueueStatisticsSnapshot snapshot = StatisticsStatements.snapshot(db.dsl(), 1_000, 10 * MESSAGES);
+
+    assertThat(snapshot.sampled()).isTrue();
+    assertThat(snapshot.queues()).extracting(QueueStatistics::queue).containsExactly("big", "empty", "small");
+    assertThat(snapshot.queues().get(0).ready()).isEqualTo(MESSAGES * 3 / 4);
   }
 
   @Test

@@ -33,6 +33,7 @@ public class MsgQueueProperties {
   private final Housekeeper housekeeper = new Housekeeper();
   private final Subscriber subscriber = new Subscriber();
   private final Metrics metrics = new Metrics();
+  private final Console console = new Console();
 
   /** The repository configuration these properties describe. */
   public MsgQueueConfig toConfig() {
@@ -127,6 +128,63 @@ public class MsgQueueProperties {
 
   public Metrics getMetrics() {
     return metrics;
+  }
+
+  public Console getConsole() {
+    return console;
+  }
+
+  /**
+   * The operations console (the msgqueue-console module on the classpath, in a servlet web application): a page and
+   * its JSON API under {@code path}, behind the service's Spring Security when it has it.
+   */
+  public static class Console {
+    /** Whether to serve the console; off unless set, and only with msgqueue-console on the classpath. */
+    private boolean enabled;
+    /** Where the console is served, below the servlet context path: a path of its own, not ending in a slash. */
+    private String path = "/msgqueue";
+    /**
+     * Whether the console may republish and purge dead letters (POST, CSRF-protected, each logged with the principal);
+     * off unless set, so the console reads only.
+     */
+    private boolean actionsEnabled;
+    /**
+     * How old the queue counts may get before the console reads them again itself, when the housekeeper of this
+     * service has not read them more recently (it does at each tick while the queue gauges are on).
+     */
+    private Duration statisticsMaxAge = Duration.ofMinutes(1);
+
+    public boolean isEnabled() {
+      return enabled;
+    }
+
+    public void setEnabled(boolean enabled) {
+      this.enabled = enabled;
+    }
+
+    public String getPath() {
+      return path;
+    }
+
+    public void setPath(String path) {
+      this.path = path;
+    }
+
+    public boolean isActionsEnabled() {
+      return actionsEnabled;
+    }
+
+    public void setActionsEnabled(boolean actionsEnabled) {
+      this.actionsEnabled = actionsEnabled;
+    }
+
+    public Duration getStatisticsMaxAge() {
+      return statisticsMaxAge;
+    }
+
+    public void setStatisticsMaxAge(Duration statisticsMaxAge) {
+      this.statisticsMaxAge = statisticsMaxAge;
+    }
   }
 
   /** msgqueue's Micrometer meters. */

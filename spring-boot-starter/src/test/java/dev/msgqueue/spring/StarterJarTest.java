@@ -14,9 +14,10 @@ class StarterJarTest {
     Path classes = Path.of("target", "classes", "META-INF");
     assertThat(Files.readString(classes.resolve(
         "spring/org.springframework.boot.autoconfigure.AutoConfiguration.imports")).trim())
-        .isEqualTo(MsgQueueAutoConfiguration.class.getName());
+        .isEqualTo(MsgQueueAutoConfiguration.class.getName() + "\n" + MsgQueueConsoleAutoConfiguration.class.getName());
     String metadata = Files.readString(classes.resolve("spring-configuration-metadata.json"));
     assertThat(metadata).contains("\"msgqueue.keep-alive-interval\"", "\"msgqueue.housekeeper.interval\"",
-        "\"msgqueue.listener.url\"", "\"msgqueue.subscriber.lease\"");
+        "\"msgqueue.listener.url\"", "\"msgqueue.subscriber.lease\"", "\"msgqueue.console.enabled\"",
+        "\"msgqueue.console.path\"", "\"msgqueue.console.actions-enabled\"");
   }
 }

@@ -86,6 +86,12 @@ class BootServiceTest {
   }
 
   @Test
+  void theConsoleIsOffUnlessEnabled() {
+    assertThat(http().get("/msgqueue/").status()).isEqualTo(404);
+    assertThat(http().get("/msgqueue/api/session").status()).isEqualTo(404);
+  }
+
+  @Test
   void healthIsUp() {
     Http.Response health = http().get("/actuator/health/msgqueue");
     assertThat(health.status()).isEqualTo(200);

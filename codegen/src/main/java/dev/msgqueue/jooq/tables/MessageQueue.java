@@ -159,7 +159,7 @@ public class MessageQueue extends TableImpl<MessageQueueRecord> {
 
     @Override
     public List<Index> getIndexes() {
-        return Arrays.asList(Indexes.MESSAGEQUEUE_LASTACTIVE_AUTODELETED_IDX);
+        return Arrays.asList(Indexes.MESSAGEQUEUE_LASTACTIVE_AUTODELETED_IDX, Indexes.MESSAGEQUEUE_LASTACTIVE_NAME_IDX);
     }
 
     @Override

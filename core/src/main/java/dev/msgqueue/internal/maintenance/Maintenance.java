@@ -1,5 +1,6 @@
 package dev.msgqueue.internal.maintenance;
 
+import dev.msgqueue.QueueStatisticsSnapshot;
 import dev.msgqueue.internal.sql.MaintenanceStatements;
 import dev.msgqueue.internal.sql.StatisticsStatements;
 import dev.msgqueue.internal.support.MsgQueueEvents;
@@ -47,11 +48,18 @@ public final class Maintenance {
     return MaintenanceStatements.tryAdvisoryLock(lockConnection, key);
   }
 
-  /** Refreshes the statistics gauges, if metrics want them, from one read on the own connections. */
-  public void refreshStatistics() {
+  /**
+   * Refreshes the statistics gauges, if metrics want them, from one read on the own connections.
+   *
+   * @return what was read, or {@code null} if no metrics want the statistics (nothing was read)
+   */
+  public QueueStatisticsSnapshot refreshStatistics() {
     MsgQueueEvents events = context.report();
-    if (events.wantsStatistics()) {
-      events.statistics(StatisticsStatements.forGauges(context.own()));
+    if (!events.wantsStatistics()) {
+      return null;
     }
+    QueueStatisticsSnapshot snapshot = StatisticsStatements.snapshot(context.own());
+    events.statistics(snapshot.queues());
+    return snapshot;
   }
 }

@@ -12,10 +12,12 @@ import static org.jooq.impl.DSL.table;
 import static org.jooq.impl.DSL.val;
 
 import dev.msgqueue.QueueStatistics;
+import dev.msgqueue.QueueStatisticsSnapshot;
 import dev.msgqueue.jooq.enums.MessageQueueItemStatus;
 import dev.msgqueue.jooq.tables.MessageQueue;
 import dev.msgqueue.jooq.tables.MessageQueueItem;
 import java.time.Duration;
+import java.time.Instant;
 import java.time.LocalDateTime;
 import java.util.ArrayList;
 import java.util.List;
@@ -76,18 +78,30 @@ public final class StatisticsStatements {
 
   /** {@link #forGauges(DSLContext)} with its two bounds given (tests use small ones). */
   public static List<QueueStatistics> forGauges(DSLContext ctx, long exactUpToMessages, long sampledMessages) {
+    return snapshot(ctx, exactUpToMessages, sampledMessages).queues();
+  }
+
+  /** {@link #forGauges(DSLContext)}, with when it was read and whether it was sampled. */
+  public static QueueStatisticsSnapshot snapshot(DSLContext ctx) {
+    return snapshot(ctx, EXACT_UP_TO_MESSAGES, SAMPLED_MESSAGES);
+  }
+
+  /** {@link #snapshot(DSLContext)} with its two bounds given (tests use small ones). */
+  public static QueueStatisticsSnapshot snapshot(DSLContext ctx, long exactUpToMessages, long sampledMessages) {
     // pg_class has no generated table, and a regclass has no jOOQ type: the lookup by name is a plain SQL condition.
     Double rows = ctx.select(field(name("reltuples"), Double.class))
         .from(table(name("pg_catalog", "pg_class")))
         .where("oid = to_regclass({0})", val(ctx.render(I)))
         .fetchOne(0, Double.class);
     if (rows == null || rows <= exactUpToMessages) {
-      return ofAll(ctx);
+      List<QueueStatistics> exact = ofAll(ctx);
+      return new QueueStatisticsSnapshot(Instant.now(), false, exact);
     }
     double percent = Math.min(100.0, 100.0 * sampledMessages / rows);
     // jOOQ renders no TABLESAMPLE clause; the template adds it to the generated table, whose columns stay typed.
     Table<?> sample = table("{0} tablesample system ({1})", I, inline(percent));
-    return fetch(ctx, Q.NAME.isNotNull(), sample, 100.0 / percent);
+    List<QueueStatistics> sampled = fetch(ctx, Q.NAME.isNotNull(), sample, 100.0 / percent);
+    return new QueueStatisticsSnapshot(Instant.now(), true, sampled);
   }
 
   private static List<QueueStatistics> fetch(DSLContext ctx, Condition which) {
