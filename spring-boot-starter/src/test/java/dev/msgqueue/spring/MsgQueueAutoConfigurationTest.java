@@ -6,6 +6,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 import dev.msgqueue.ClaimedMessage;
+import dev.msgqueue.ConsumeMode;
+import dev.msgqueue.Subscriber;
 import dev.msgqueue.Housekeeper;
 import dev.msgqueue.MsgQueueRepository;
 import dev.msgqueue.MicrometerMetrics;
@@ -253,7 +255,8 @@ class MsgQueueAutoConfigurationTest {
   void shutdownLeavesNoClaimedButUnackedMessageInLeaseMode() {
     QueueSpec queue = QueueSpec.durable("starter-slow");
     runner.withUserConfiguration(SlowListener.class)
-        .withPropertyValues("msgqueue.subscriber.concurrency=4", "msgqueue.subscriber.lease=30s")
+        .withPropertyValues("msgqueue.subscriber.concurrency=4", "msgqueue.subscriber.mode=lease",
+            "msgqueue.subscriber.lease=30s")
         .run(context -> {
           MsgQueueRepository repository = context.getBean(MsgQueueRepository.class);
           for (int i = 0; i < 40; i++) {
@@ -269,6 +272,22 @@ class MsgQueueAutoConfigurationTest {
     int left = db.dsl().fetchCount(MESSAGE_QUEUE_ITEM, MESSAGE_QUEUE_ITEM.QUEUE_ID.eq(queue.name()));
     assertThat(assigned).as("claimed but not acked after shutdown").isZero();
     assertThat(left).as("some messages were still waiting when it stopped").isPositive();
+  }
+
+  @Test
+  void listenersRunInTheHeldTransactionModeUnlessTheyNameAnotherAndALeaseAloneFailsTheStart() {
+    runner.withUserConfiguration(ModeListeners.class).run(context -> {
+      assertThat(context).hasNotFailed();
+      List<Subscriber> subscribers = context.getBean(MsgQueueListenerRegistrar.class).subscribers();
+      java.util.Map<String, ConsumeMode> modes = new java.util.HashMap<>();
+      subscribers.forEach(subscriber -> modes.put(subscriber.queue().name(), subscriber.mode()));
+      assertThat(modes).containsEntry("starter-default-mode", ConsumeMode.TRANSACTION)
+          .containsEntry("starter-lease-mode", ConsumeMode.LEASE)
+          .containsEntry("starter-take-mode", ConsumeMode.AT_MOST_ONCE);
+    });
+    runner.withUserConfiguration(SlowListener.class).withPropertyValues("msgqueue.subscriber.lease=30s")
+        .run(context -> assertThat(context).hasFailed().getFailure().rootCause()
+            .hasMessageContaining("set mode(ConsumeMode.LEASE) too"));
   }
 
   private static HealthIndicator health(org.springframework.context.ApplicationContext context) {
@@ -317,6 +336,18 @@ class MsgQueueAutoConfigurationTest {
     MicrometerMetrics ownMetrics(MsgQueueRepository repository) {
       return MicrometerMetrics.bind(registry, repository);
     }
+  }
+
+  @Configuration(proxyBeanMethods = false)
+  static class ModeListeners {
+    @MsgQueueListener(queue = "starter-default-mode")
+    void inTransaction(String payload) { }
+
+    @MsgQueueListener(queue = "starter-lease-mode", mode = "lease", lease = "30s")
+    void leased(String payload) { }
+
+    @MsgQueueListener(queue = "starter-take-mode", mode = "at-most-once")
+    void taken(String payload) { }
   }
 
   @Configuration(proxyBeanMethods = false)

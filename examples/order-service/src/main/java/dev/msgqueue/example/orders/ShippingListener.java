@@ -8,8 +8,10 @@ import org.slf4j.LoggerFactory;
 import org.springframework.stereotype.Component;
 
 /**
- * Ships placed orders: one call per message on the shipping queue. Lease mode (at least once): a message whose
- * handler throws, or whose process dies, is delivered again after 30 s.
+ * Ships placed orders: one call per message on the shipping queue, in the default mode: the method runs inside the
+ * transaction that holds its message, which {@code OrderService.ship} joins, so the order is marked shipped exactly
+ * when its message leaves the queue. A handler that throws rolls the mark back and its message is delivered again
+ * after a backoff; a process that dies gives its messages back at once.
  */
 @Component
 class ShippingListener {
@@ -23,7 +25,7 @@ class ShippingListener {
     this.json = json;
   }
 
-  @MsgQueueListener(queue = OrderService.SHIPPING_QUEUE, lease = "30s")
+  @MsgQueueListener(queue = OrderService.SHIPPING_QUEUE)
   void ship(String payload) throws JsonProcessingException {
     ShippingMessage message = json.readValue(payload, ShippingMessage.class);
     orders.ship(message.orderId());

@@ -106,7 +106,7 @@ class OrderServiceTest {
     assertProblem(refused, HttpStatus.CONFLICT, "not enough \"lamp\" in stock for 4");
     assertThat(db.fetchCount(ORDERS, ORDER_ID.gt(lastOrderBefore))).as("orders stored").isZero();
     // Published before the stock check failed. Had it committed on its own, it would still be here: the listener
-    // finds no order to ship, throws, and the message waits out its 30 s lease.
+    // finds no order to ship, throws, and the message waits out the retry policy's backoff.
     assertThat(messagesForOrdersAfter(lastOrderBefore)).as("shipping messages stored").isZero();
     assertThat(availableStock("lamp")).isEqualTo(3);
   }
