@@ -16,8 +16,8 @@ import org.junit.jupiter.params.provider.CsvSource;
 
 /**
  * The changesets that add an index (the claim index, the idle-queue index, the last-active index): each rolls back,
- * re-applies, marks itself ran where its index already exists, and (the first two) builds it over a leftover invalid
- * index of its name.
+ * re-applies, marks itself ran where its index already exists, and builds it over a leftover invalid index of its
+ * name.
  */
 class IndexMigrationsIT {
   // pg_indexes and databasechangelog are not msgqueue tables, so they have no generated classes.
@@ -37,7 +37,7 @@ class IndexMigrationsIT {
   @CsvSource({
       "msgqueue-005-message-queue-item-claim-index, MessageQueueItem_queueId_id_idx",
       "msgqueue-007-message-queue-idle-index, MessageQueue_lastActive_autoDeleted_idx",
-      "msgqueue-010-message-queue-last-active-index, MessageQueue_lastActive_name_idx"})
+      "msgqueue-011-message-queue-last-active-index, MessageQueue_lastActive_name_idx"})
   void rollsBackAndReappliesAndToleratesAnExistingIndex(String changeSet, String index) throws Exception {
     try (TestDatabase db = TestDatabase.createMigrated("index-migration")) {
       assertThat(indexCount(db.dsl(), index)).isOne();
@@ -68,7 +68,8 @@ class IndexMigrationsIT {
   @ParameterizedTest
   @CsvSource({
       "msgqueue-008-drop-invalid-claim-index, MessageQueueItem_queueId_id_idx, MessageQueueItem, queueId",
-      "msgqueue-009-drop-invalid-idle-index, MessageQueue_lastActive_autoDeleted_idx, MessageQueue, durable"})
+      "msgqueue-009-drop-invalid-idle-index, MessageQueue_lastActive_autoDeleted_idx, MessageQueue, durable",
+      "msgqueue-010-drop-invalid-last-active-index, MessageQueue_lastActive_name_idx, MessageQueue, durable"})
   void aLeftoverInvalidIndexIsDroppedAndBuiltAgain(String dropChangeSet, String index, String table, String column)
       throws Exception {
     try (TestDatabase db = TestDatabase.createEmpty("index-leftover"); Connection connection = db.connect();
