@@ -115,8 +115,7 @@ final class DrainScenario implements Scenario {
       new Cell(SUBSCRIBER, 1), new Cell(SUBSCRIBER, 4),
       new Cell(SUBSCRIBER_TAKE, 1), new Cell(SUBSCRIBER_TAKE, 4),
       new Cell(SUBSCRIBER_LEASE, 1), new Cell(SUBSCRIBER_LEASE, 4),
-      new Cell(SUBSCRIBER_INSERT, 1), new Cell(SUBSCRIBER_INSERT, 4),
-      new Cell(SUBSCRIBER_LEASE_INSERT, 1), new Cell(SUBSCRIBER_LEASE_INSERT, 4));
+      new Cell(SUBSCRIBER_INSERT, 4), new Cell(SUBSCRIBER_LEASE_INSERT, 4));
   /** The {@code --drain-cells} value that runs every cell. */
   static final String ALL_CELLS = "all";
 
