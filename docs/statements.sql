@@ -412,6 +412,510 @@ returning
     as varchar
   );
 
+-- HeldStatements.delete
+--   Deletes items this transaction locked: handled, they leave with its commit. @return how many
+delete from "MessageQueueItem"
+where "MessageQueueItem"."id" = any (
+  cast(
+    cast(
+  $1
+  as bigint[]
+)
+    as bigint[]
+  )
+);
+
+-- HeldStatements.failedDeliveries
+--   How many failed deliveries an item this transaction holds has had so far (0 if none).
+select coalesce("MessageQueueItemFailure"."failedDeliveries", 0)
+from "MessageQueueItem"
+  left outer join "MessageQueueItemFailure"
+    on "MessageQueueItemFailure"."itemId" = "MessageQueueItem"."id"
+where "MessageQueueItem"."id" = $1;
+
+-- HeldStatements.lock
+--   Locks up to {@code max} claimable PENDING items of {@code queue}, lowest id first, FOR UPDATE SKIP LOCKED, and
+--   bounds the transaction it runs in: {@code idle_in_transaction_session_timeout} (and, on PostgreSQL 17 and later,
+--   {@code transaction_timeout}) of {@code transactionTimeout}, set for this transaction only, so a client that hangs
+--   or dies while holding the items has its session ended by the server and the items come back.
+--   <p>Each item also comes with whether the transaction that locked it before ended without commit: a row lock
+--   leaves that transaction's id in the row's {@code xmax}, which the lock returns as it was before this lock, and
+--   {@code pg_xact_status} says {@code aborted} for a transaction that rolled back or died. The mode commits every
+--   transaction that lets items go unhandled (a release, a close, an early end), so {@code aborted} is a delivery that
+--   ended without a result. The 32-bit {@code xmax} is widened to a full id against the snapshot's next id; an id more
+--   than 2^31 behind it, or a row whose {@code xmax} is not a plain transaction id, reads as not ended.
+--   <p>Shape: {@code WITH limits AS MATERIALIZED (SELECT set_config(...), ...) SELECT id, payload, "expiresAt",
+--   <ended> FROM "MessageQueueItem", limits WHERE <the take's condition> ORDER BY id LIMIT n FOR UPDATE OF
+--   "MessageQueueItem" SKIP LOCKED}: the limits are set once per statement, even when nothing is found; the limit is
+--   inlined, as in the take.
+--   @return the locked items, in id order
+with
+  "limits"("idle", "total") as materialized (
+    select
+      set_config('idle_in_transaction_session_timeout', $1, true),
+      case
+        when current_setting('transaction_timeout', true) is not null then set_config('transaction_timeout', $2, true)
+      end
+  )
+select
+  "MessageQueueItem"."id",
+  "MessageQueueItem"."payload",
+  cast(
+    (extract(epoch from "MessageQueueItem"."expiresAt") * 1000)
+    as bigint
+  ),
+  case
+    when (
+      cast(
+        cast("MessageQueueItem"."xmax" as varchar)
+        as bigint
+      ) <> 0
+      and mod(
+        (((cast(
+          cast(
+            pg_snapshot_xmax(pg_current_snapshot())
+            as varchar
+          )
+          as bigint
+        ) & 4294967295) - cast(
+          cast("MessageQueueItem"."xmax" as varchar)
+          as bigint
+        )) + 4294967296),
+        4294967296
+      ) < 2147483648
+      and mod(
+        (((cast(
+          cast(
+            pg_snapshot_xmax(pg_current_snapshot())
+            as varchar
+          )
+          as bigint
+        ) & 4294967295) - cast(
+          cast("MessageQueueItem"."xmax" as varchar)
+          as bigint
+        )) + 4294967296),
+        4294967296
+      ) > 0
+    ) then (pg_xact_status(cast(cast(
+      (cast(
+        cast(
+          pg_snapshot_xmax(pg_current_snapshot())
+          as varchar
+        )
+        as bigint
+      ) - mod(
+        (((cast(
+          cast(
+            pg_snapshot_xmax(pg_current_snapshot())
+            as varchar
+          )
+          as bigint
+        ) & 4294967295) - cast(
+          cast("MessageQueueItem"."xmax" as varchar)
+          as bigint
+        )) + 4294967296),
+        4294967296
+      ))
+      as varchar
+    ) as xid8)) = 'aborted')
+    else false
+  end as "endedWithoutCommit"
+from
+  "MessageQueueItem",
+  "limits"
+where (
+  "MessageQueueItem"."queueId" = $3
+  and "MessageQueueItem"."status" = cast('PENDING' as "MessageQueueItemStatus")
+  and "MessageQueueItem"."readAfter" <= date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  )
+  and "MessageQueueItem"."expiresAt" > date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  )
+)
+order by "MessageQueueItem"."id"
+fetch next 10 rows only
+for update of "MessageQueueItem" skip locked;
+with
+  "limits"("idle", "total") as materialized (
+    select
+      set_config('idle_in_transaction_session_timeout', $1, true),
+      case
+        when current_setting('transaction_timeout', true) is not null then set_config('transaction_timeout', $2, true)
+      end
+  )
+select
+  "MessageQueueItem"."id",
+  "MessageQueueItem"."payload",
+  cast(
+    (extract(epoch from "MessageQueueItem"."expiresAt") * 1000)
+    as bigint
+  ),
+  case
+    when (
+      cast(
+        cast("MessageQueueItem"."xmax" as varchar)
+        as bigint
+      ) <> 0
+      and mod(
+        (((cast(
+          cast(
+            pg_snapshot_xmax(pg_current_snapshot())
+            as varchar
+          )
+          as bigint
+        ) & 4294967295) - cast(
+          cast("MessageQueueItem"."xmax" as varchar)
+          as bigint
+        )) + 4294967296),
+        4294967296
+      ) < 2147483648
+      and mod(
+        (((cast(
+          cast(
+            pg_snapshot_xmax(pg_current_snapshot())
+            as varchar
+          )
+          as bigint
+        ) & 4294967295) - cast(
+          cast("MessageQueueItem"."xmax" as varchar)
+          as bigint
+        )) + 4294967296),
+        4294967296
+      ) > 0
+    ) then (pg_xact_status(cast(cast(
+      (cast(
+        cast(
+          pg_snapshot_xmax(pg_current_snapshot())
+          as varchar
+        )
+        as bigint
+      ) - mod(
+        (((cast(
+          cast(
+            pg_snapshot_xmax(pg_current_snapshot())
+            as varchar
+          )
+          as bigint
+        ) & 4294967295) - cast(
+          cast("MessageQueueItem"."xmax" as varchar)
+          as bigint
+        )) + 4294967296),
+        4294967296
+      ))
+      as varchar
+    ) as xid8)) = 'aborted')
+    else false
+  end as "endedWithoutCommit"
+from
+  "MessageQueueItem",
+  "limits"
+where (
+  "MessageQueueItem"."queueId" = $3
+  and "MessageQueueItem"."status" = cast('PENDING' as "MessageQueueItemStatus")
+  and "MessageQueueItem"."readAfter" <= date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  )
+  and "MessageQueueItem"."expiresAt" > date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  )
+)
+order by "MessageQueueItem"."id"
+fetch next 2 rows only
+for update of "MessageQueueItem" skip locked;
+with
+  "limits"("idle", "total") as materialized (
+    select
+      set_config('idle_in_transaction_session_timeout', $1, true),
+      case
+        when current_setting('transaction_timeout', true) is not null then set_config('transaction_timeout', $2, true)
+      end
+  )
+select
+  "MessageQueueItem"."id",
+  "MessageQueueItem"."payload",
+  cast(
+    (extract(epoch from "MessageQueueItem"."expiresAt") * 1000)
+    as bigint
+  ),
+  case
+    when (
+      cast(
+        cast("MessageQueueItem"."xmax" as varchar)
+        as bigint
+      ) <> 0
+      and mod(
+        (((cast(
+          cast(
+            pg_snapshot_xmax(pg_current_snapshot())
+            as varchar
+          )
+          as bigint
+        ) & 4294967295) - cast(
+          cast("MessageQueueItem"."xmax" as varchar)
+          as bigint
+        )) + 4294967296),
+        4294967296
+      ) < 2147483648
+      and mod(
+        (((cast(
+          cast(
+            pg_snapshot_xmax(pg_current_snapshot())
+            as varchar
+          )
+          as bigint
+        ) & 4294967295) - cast(
+          cast("MessageQueueItem"."xmax" as varchar)
+          as bigint
+        )) + 4294967296),
+        4294967296
+      ) > 0
+    ) then (pg_xact_status(cast(cast(
+      (cast(
+        cast(
+          pg_snapshot_xmax(pg_current_snapshot())
+          as varchar
+        )
+        as bigint
+      ) - mod(
+        (((cast(
+          cast(
+            pg_snapshot_xmax(pg_current_snapshot())
+            as varchar
+          )
+          as bigint
+        ) & 4294967295) - cast(
+          cast("MessageQueueItem"."xmax" as varchar)
+          as bigint
+        )) + 4294967296),
+        4294967296
+      ))
+      as varchar
+    ) as xid8)) = 'aborted')
+    else false
+  end as "endedWithoutCommit"
+from
+  "MessageQueueItem",
+  "limits"
+where (
+  "MessageQueueItem"."queueId" = $3
+  and "MessageQueueItem"."status" = cast('PENDING' as "MessageQueueItemStatus")
+  and "MessageQueueItem"."readAfter" <= date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  )
+  and "MessageQueueItem"."expiresAt" > date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  )
+)
+order by "MessageQueueItem"."id"
+fetch next 4 rows only
+for update of "MessageQueueItem" skip locked;
+
+-- HeldStatements.lockAgain
+--   Locks again those of {@code ids} that are still claimable PENDING items of {@code queue} (another consumer may
+--   have taken or released some meanwhile), FOR UPDATE SKIP LOCKED: after a batch was rolled back, to handle its
+--   messages one transaction each.
+--   @return the locked items, in id order; their {@code endedWithoutCommit} is false (the batch's own rollback)
+select
+  "MessageQueueItem"."id",
+  "MessageQueueItem"."payload",
+  cast(
+    (extract(epoch from "MessageQueueItem"."expiresAt") * 1000)
+    as bigint
+  )
+from "MessageQueueItem"
+where (
+  "MessageQueueItem"."id" = any (
+    cast(
+      $1
+      as bigint[]
+    )
+  )
+  and "MessageQueueItem"."queueId" = $2
+  and "MessageQueueItem"."status" = cast('PENDING' as "MessageQueueItemStatus")
+  and "MessageQueueItem"."readAfter" <= date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  )
+  and "MessageQueueItem"."expiresAt" > date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  )
+)
+order by "MessageQueueItem"."id"
+for update skip locked;
+
+-- HeldStatements.lockQuarantined
+select
+  "MessageQueueItem"."id",
+  "MessageQueueItem"."payload",
+  cast(
+    (extract(epoch from "MessageQueueItem"."expiresAt") * 1000)
+    as bigint
+  ),
+  case
+    when (
+      cast(
+        cast("MessageQueueItem"."xmax" as varchar)
+        as bigint
+      ) <> 0
+      and mod(
+        (((cast(
+          cast(
+            pg_snapshot_xmax(pg_current_snapshot())
+            as varchar
+          )
+          as bigint
+        ) & 4294967295) - cast(
+          cast("MessageQueueItem"."xmax" as varchar)
+          as bigint
+        )) + 4294967296),
+        4294967296
+      ) < 2147483648
+      and mod(
+        (((cast(
+          cast(
+            pg_snapshot_xmax(pg_current_snapshot())
+            as varchar
+          )
+          as bigint
+        ) & 4294967295) - cast(
+          cast("MessageQueueItem"."xmax" as varchar)
+          as bigint
+        )) + 4294967296),
+        4294967296
+      ) > 0
+    ) then (pg_xact_status(cast(cast(
+      (cast(
+        cast(
+          pg_snapshot_xmax(pg_current_snapshot())
+          as varchar
+        )
+        as bigint
+      ) - mod(
+        (((cast(
+          cast(
+            pg_snapshot_xmax(pg_current_snapshot())
+            as varchar
+          )
+          as bigint
+        ) & 4294967295) - cast(
+          cast("MessageQueueItem"."xmax" as varchar)
+          as bigint
+        )) + 4294967296),
+        4294967296
+      ))
+      as varchar
+    ) as xid8)) = 'aborted')
+    else false
+  end as "endedWithoutCommit"
+from "MessageQueueItem"
+where (
+  "MessageQueueItem"."queueId" = $1
+  and "MessageQueueItem"."status" = cast('ASSIGNED' as "MessageQueueItemStatus")
+  and "MessageQueueItem"."readAfter" <= date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  )
+  and "MessageQueueItem"."expiresAt" > date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  )
+)
+order by "MessageQueueItem"."id"
+fetch next 1 rows only
+for update skip locked;
+
+-- HeldStatements.quarantine
+--   Quarantines items this transaction locked whose last delivery ended without commit: ASSIGNED, readable now. The
+--   batch lock takes PENDING items only, so a quarantined item is handled only by {@link #lockQuarantined}, alone;
+--   the mark is in the row, so every consumer of the queue, in any process, sees it. @return how many
+update "MessageQueueItem"
+set
+  "status" = cast('ASSIGNED' as "MessageQueueItemStatus"),
+  "readAfter" = date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  )
+where "MessageQueueItem"."id" = any (
+  cast(
+    $1
+    as bigint[]
+  )
+);
+
 -- MaintenanceStatements.cleanUpExpiredMessages
 --   Deletes up to {@code limit} expired messages (orphans with a NULL queue included). Locks: FOR UPDATE SKIP LOCKED
 --   on the message rows, so rows a consumer holds (a claim, ack or release in flight) are skipped, never waited for; no
@@ -1038,6 +1542,63 @@ select exists (
   where "MessageQueue"."name" = $1
 );
 
+-- RetryStatements.countEndedDeliveries
+--   Counts a failed delivery, as a delivery whose transaction ended without commit
+--   ({@link DeadLetter#TRANSACTION_ENDED}), for each of the items {@code ids} that exists, in one statement. Run on a
+--   connection of its own in autocommit: the count must outlive the transaction that holds the items, which may end
+--   the same way.
+--   @return (id, failed deliveries now) of the items counted
+insert into "MessageQueueItemFailure" (
+  "itemId",
+  "failedDeliveries",
+  "lastErrorClass",
+  "lastErrorMessage",
+  "lastFailedAt",
+  "originalQueueId",
+  "deadLetteredAt"
+)
+select
+  "MessageQueueItem"."id",
+  1,
+  $1,
+  $2,
+  date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  ),
+  $3,
+  cast($4 as timestamp(3))
+from "MessageQueueItem"
+where "MessageQueueItem"."id" = any (
+  cast(
+    $5
+    as bigint[]
+  )
+)
+on conflict ("itemId")
+do update
+set
+  "failedDeliveries" = ("MessageQueueItemFailure"."failedDeliveries" + 1),
+  "lastErrorClass" = $6,
+  "lastErrorMessage" = $7,
+  "lastFailedAt" = date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  )
+returning "MessageQueueItemFailure"."itemId", "MessageQueueItemFailure"."failedDeliveries";
+
 -- RetryStatements.countExpiredLeases
 --   Counts a failed delivery, as a lease that ran out ({@link DeadLetter#LEASE_EXPIRED}), for each held item, in one
 --   statement.
@@ -1244,6 +1805,106 @@ set
     )
   );
 
+-- RetryStatements.deadLetterLocked
+--   {@link #deadLetter(DSLContext, Receipt, String, String, Duration, int, String, String)} for an item this
+--   transaction holds locked (the held-transaction mode).
+--   @return 1 if moved, 0 if the item is gone or in another queue
+with
+  "moved"("id") as (
+    update "MessageQueueItem"
+    set
+      "queueId" = $1,
+      "status" = cast($2 as "MessageQueueItemStatus"),
+      "readAfter" = date_trunc(
+        'milliseconds',
+        timezone(
+          'UTC',
+          cast(
+            current_timestamp
+            as timestamp with time zone
+          )
+        )
+      ),
+      "expiresAt" = (date_trunc(
+        'milliseconds',
+        timezone(
+          'UTC',
+          cast(
+            current_timestamp
+            as timestamp with time zone
+          )
+        )
+      ) + cast($3 as interval day to second))
+    where (
+      "MessageQueueItem"."id" = $4
+      and "MessageQueueItem"."queueId" = $5
+    )
+    returning "MessageQueueItem"."id"
+  )
+insert into "MessageQueueItemFailure" (
+  "itemId",
+  "failedDeliveries",
+  "lastErrorClass",
+  "lastErrorMessage",
+  "lastFailedAt",
+  "originalQueueId",
+  "deadLetteredAt"
+)
+select
+  "moved"."id",
+  1,
+  $6,
+  $7,
+  date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  ),
+  $8,
+  date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  )
+from "moved"
+on conflict ("itemId")
+do update
+set
+  "failedDeliveries" = ("MessageQueueItemFailure"."failedDeliveries" + 0),
+  "lastErrorClass" = $9,
+  "lastErrorMessage" = $10,
+  "lastFailedAt" = date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  ),
+  "originalQueueId" = $11,
+  "deadLetteredAt" = date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  );
+
 -- RetryStatements.deadLetters
 --   Up to {@code limit} unexpired dead letters in {@code deadLetterQueue} with ids above {@code afterId}, lowest id
 --   first.
@@ -1276,6 +1937,46 @@ where (
 )
 order by "MessageQueueItem"."id"
 fetch next $3 rows only;
+
+-- RetryStatements.ensureDeadLetterQueue
+--   Makes sure the dead-letter queue's row exists and is durable and not auto-deleted, in a statement of its own: for
+--   the held-transaction mode, which moves items there inside a transaction that stays open while handlers run. The
+--   upsert locks the queue row until its transaction ends, which inside that transaction would hold up every other
+--   consumer dead-lettering to the same queue, and publishers to it, for the whole batch. Run it in autocommit
+--   before {@link #deadLetterLocked}, whose foreign-key check then takes only KEY SHARE on the row.
+insert into "MessageQueue" (
+  "name",
+  "durable",
+  "autoDeleted",
+  "exclusive",
+  "lastActive"
+)
+values (
+  $1, 
+  $2, 
+  $3, 
+  $4, 
+  date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  )
+)
+on conflict ("name")
+do update
+set
+  "durable" = $5,
+  "autoDeleted" = $6
+where (
+  "MessageQueue"."autoDeleted" = true
+  or "MessageQueue"."durable" = false
+)
+returning "MessageQueue"."name";
 
 -- RetryStatements.failedDeliveries
 --   How many earlier deliveries of a held item failed (0 if none did), or empty if the receipt no longer matches. A
@@ -1350,6 +2051,72 @@ set
   "failedDeliveries" = ("MessageQueueItemFailure"."failedDeliveries" + 1),
   "lastErrorClass" = $9,
   "lastErrorMessage" = $10,
+  "lastFailedAt" = date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  );
+
+-- RetryStatements.releaseFailedLocked
+--   {@link #releaseFailed(DSLContext, Receipt, Duration, String, String)} for an item this transaction holds locked
+--   (the held-transaction mode): PENDING already, claimable from now + {@code backoff}.
+--   @return 1 if released, 0 if the item is gone
+with
+  "released"("id") as (
+    update "MessageQueueItem"
+    set
+      "status" = cast($1 as "MessageQueueItemStatus"),
+      "readAfter" = (date_trunc(
+        'milliseconds',
+        timezone(
+          'UTC',
+          cast(
+            current_timestamp
+            as timestamp with time zone
+          )
+        )
+      ) + cast($2 as interval day to second))
+    where "MessageQueueItem"."id" = $3
+    returning "MessageQueueItem"."id"
+  )
+insert into "MessageQueueItemFailure" (
+  "itemId",
+  "failedDeliveries",
+  "lastErrorClass",
+  "lastErrorMessage",
+  "lastFailedAt",
+  "originalQueueId",
+  "deadLetteredAt"
+)
+select
+  "released"."id",
+  1,
+  $4,
+  $5,
+  date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  ),
+  $6,
+  cast($7 as timestamp(3))
+from "released"
+on conflict ("itemId")
+do update
+set
+  "failedDeliveries" = ("MessageQueueItemFailure"."failedDeliveries" + 1),
+  "lastErrorClass" = $8,
+  "lastErrorMessage" = $9,
   "lastFailedAt" = date_trunc(
     'milliseconds',
     timezone(

@@ -12,61 +12,75 @@ import dev.msgqueue.internal.support.Contexts;
 import java.time.Duration;
 
 /**
- * Consumes one queue: claims messages in batches, runs a {@link MessageHandler} on each with bounded concurrency, and
- * acks those it handled in batches. Build with {@link #builder}; {@link #close()} stops it gracefully.
+ * Consumes one queue: runs a handler on each of its messages with bounded concurrency, in one of three
+ * {@link ConsumeMode}s. Build with {@link #builder}; {@link #close()} stops it gracefully.
  *
  * <ul>
- *   <li><b>Claims.</b> A claim takes up to {@code batchSize} messages into the free handler room plus a bounded buffer
- *       of {@code prefetch} messages waiting for a handler (by default two batches);
- *       its room is reserved before the statement is sent, so the messages claimed or being claimed never exceed
- *       {@code concurrency + prefetch}. While the handlers have run dry, a claim is sent as soon as at least half a
- *       batch fits, and while claims find full batches several run at once (up to four, each on its own connection,
- *       as far as the room allows), so quick handlers drain at the claims' overlapped rate; while messages wait, a
- *       claim is sent only when a whole batch fits and less than a batch waits or is on its way, so busy handlers
- *       keep one to two batches ahead of them rather than the whole prefetch. In the default mode a claim takes
- *       its messages: it deletes them as it returns them. In lease mode, while more than a batch of handled
- *       messages waits for its ack, no claim is sent: those rows stay ASSIGNED until acked, and every claim reads
- *       past them. Claims go out again at once while they find messages, then after a wake-up, after room frees or
- *       an ack catches up, or at the next poll. After the start and after claims that found messages, the first empty claim is
- *       followed by others after 1, 2, 4, ... ms up to the poll interval, since publishers commit in groups. While
- *       the {@link WakeupListener} is connected the idle poll interval doubles after each empty poll, up to
- *       {@link Builder#maxIdlePollInterval} (30 s by default, or the poll interval if longer); it returns to the poll interval when a claim finds messages or the listener
- *       is not connected. Polling never stops. While it is backed off, a message that becomes claimable by time
- *       (a publish or release delay running out, a retry backoff, a lapsed lease) is claimed up to that long after it
+ *   <li><b>Held transactions ({@link ConsumeMode#TRANSACTION}, the default).</b> Handler lanes (at most
+ *       {@code concurrency + 1}, each a transaction on a pooled connection) lock up to {@code batchSize} messages
+ *       with {@code FOR UPDATE SKIP LOCKED}, run their handlers one after the other inside that transaction, delete
+ *       the handled messages and commit: a handler's writes through its {@link TransactionalMessageHandler}'s
+ *       transaction commit exactly when its message is removed. At most {@code concurrency} lanes run handlers at
+ *       once; the extra lane has its batch locked and waits for its turn, so locking overlaps handling. A handler
+ *       that throws rolls back its lane's transaction; the batch is then handled again one message per transaction,
+ *       and the failed message (not run again) goes to the retry policy (by default to {@code <queue>-dead-letters}
+ *       after 5 deliveries, {@link RetryPolicy#defaults}). The server ends a transaction idle past
+ *       {@link Builder#transactionTimeout} (a hung or dead consumer gives its messages back at once); a lane stops
+ *       starting handlers once half of it has passed. A delivery cut short that way, or by a crash, counts toward
+ *       the dead letter, and a message whose delivery ended without commit is handled alone, so a message that kills
+ *       its consumer takes no other delivery with it. {@link Builder#start()} refuses a subscriber whose lanes would
+ *       leave the pool without a free connection ({@code docs/consuming.md} has the rule). {@code prefetch},
+ *       {@code ackDelay}, {@code lease} and {@code maxHandlerTime} do not apply.</li>
+ *   <li><b>Claims ({@link ConsumeMode#LEASE}, {@link ConsumeMode#AT_MOST_ONCE}).</b> A claim takes up to
+ *       {@code batchSize} messages into the free handler room plus a bounded buffer of {@code prefetch} messages
+ *       waiting for a handler (by default two batches); its room is reserved before the statement is sent, so the
+ *       messages claimed or being claimed never exceed {@code concurrency + prefetch}. While the handlers have run
+ *       dry, a claim is sent as soon as at least half a batch fits, and while claims find full batches several run
+ *       at once (up to four, each on its own connection), so quick handlers drain at the claims' overlapped rate;
+ *       while messages wait, a claim is sent only when a whole batch fits and less than a batch waits or is on its
+ *       way. At most once, a claim takes its messages: it deletes them as it returns them. In lease mode a claim
+ *       marks them ASSIGNED until a deadline, and while more than a batch of handled messages waits for its ack, no
+ *       claim is sent.</li>
+ *   <li><b>Polling.</b> Lanes and claims go out again at once while they find messages, then after a wake-up,
+ *       after room frees, or at the next poll. After messages were found, the first empty attempt is followed by
+ *       others after 1, 2, 4, ... ms up to the poll interval, since publishers commit in groups. While the
+ *       {@link WakeupListener} is connected the idle poll interval doubles after each empty poll, up to
+ *       {@link Builder#maxIdlePollInterval}; it returns to the poll interval when messages are found or the listener
+ *       is not connected. Polling never stops. While it is backed off, a message that becomes claimable by time (a
+ *       publish or release delay running out, a retry backoff, a lapsed lease) is found up to that long after it
  *       became due, since only publishes send wake-ups.</li>
  *   <li><b>Threads.</b> Claims, acks, lease renewals and keep-alives run as tasks on threads shared by all
  *       subscribers of one repository (at most {@value ConsumerThreads#MAX_WORKERS} workers and one timer, named
- *       {@code msgqueue-consume-*}); handlers run on handler threads shared by them too
- *       ({@code msgqueue-handler-*}), at most {@code concurrency} at once per subscriber. A task goes to an idle
- *       thread when there is one, and a thread is started only when none is idle; a thread ends after 10 s without
- *       work, and all of them stop when the last subscriber closes: an idle subscriber holds no thread.</li>
- *   <li><b>Acks (lease mode).</b> In the default mode the claim took the message, so a handler that returns has
- *       settled it. In lease mode a handler that returns has its message acked together with the others that
+ *       {@code msgqueue-consume-*}); handlers and held lanes run on handler threads shared by them too
+ *       ({@code msgqueue-handler-*}), at most {@code concurrency} (held: {@code concurrency + 1}) at once per
+ *       subscriber. A thread is started only when none is idle, ends after 10 s without work, and all of them stop
+ *       when the last subscriber closes: an idle subscriber holds no thread.</li>
+ *   <li><b>Acks (lease mode).</b> A handler that returns has its message acked together with the others that
  *       finished about then: receipt-checked statements of at most {@code batchSize} receipts each, when
- *       {@code batchSize} acks are pending, {@code ackDelay} after the first pending one, and on close; a backlog
- *       is several statements (up to
- *       four at once). A receipt that no longer matches (its lease ran out and another claim took it) deletes nothing,
- *       while the rest of the batch is deleted. An ack statement that fails is tried again after 50, 100, 200 and
- *       400 ms; if its fifth attempt fails too, its messages are released to the queue (PENDING, delivered again)
- *       rather than left ASSIGNED, and the release is itself tried up to five times, a second apart at most. Only if
- *       all of that fails are they redelivered after the lease, logged as an error.</li>
- *   <li><b>Failures.</b> A handler that throws leaves its message to the mode: in lease mode it is redelivered after
- *       the lease; in the default mode its claim took it, so it is not delivered again (at-most-once). Neither blocks
- *       others.</li>
- *   <li><b>Lease mode.</b> The lease of each running handler is renewed (in statements of at most {@code batchSize})
- *       whenever less than half of it remains, for up to {@code maxHandlerTime} from the handler's start; after that
- *       its message is redelivered when the lease runs out. A buffered message starts only while at least half its
- *       lease remains; otherwise it is released to the queue unstarted, so waiting in the buffer never causes a
- *       second delivery.</li>
- *   <li><b>What a crash can lose (default mode).</b> At most {@code concurrency + prefetch} messages (with the
- *       defaults 8 + 200): those running and those claimed but not started. Lease mode loses nothing.</li>
+ *       {@code batchSize} acks are pending, {@code ackDelay} after the first pending one, and on close (up to four
+ *       statements at once). A receipt that no longer matches (its lease ran out and another claim took it) deletes
+ *       nothing, while the rest of the batch is deleted. A failing ack statement is tried again after 50, 100, 200 and
+ *       400 ms; if its fifth attempt fails too, its messages are released to the queue (PENDING, delivered again),
+ *       the release itself tried up to five times. Only if all of that fails are they redelivered after the lease,
+ *       logged as an error. The lease of each running handler is renewed whenever less than half of it remains, for
+ *       up to {@code maxHandlerTime} from the handler's start. A buffered message starts only while at least half its
+ *       lease remains; otherwise it is released to the queue unstarted.</li>
+ *   <li><b>Failures.</b> A handler that throws leaves its message to the mode: retried by the retry policy (held
+ *       transactions, and lease mode with one), redelivered after the lease (lease mode without one), or gone (at
+ *       most once). None of them blocks other messages.</li>
+ *   <li><b>What a crash does.</b> Held transactions: the open transactions roll back and their messages are claimable
+ *       at once, their handlers' writes undone. Lease mode: messages are redelivered when their leases run out. At
+ *       most once: up to {@code concurrency + prefetch} messages are lost (8 + 200 with the defaults), those running
+ *       and those claimed but not started; an at-most-once claim whose commit went unanswered is resolved by asking
+ *       the server whether it committed (the {@code msgqueue.messages.unresolved} meter counts those it could not
+ *       tell, and an error log names their ids).</li>
  *   <li><b>Queue.</b> {@link Builder#start()} binds the queue; while running it keeps the queue alive every
  *       {@link MsgQueueConfig#keepAliveInterval()}, so an auto-deleted queue with a live subscriber is never reaped.
  *       If the keep-alive finds the queue row busy (another transaction is writing it), the queue exists and nothing
- *       more is done; only a missing queue is re-created, with a bounded lock wait. Claims and acks never lock the
- *       queue row. Closing puts the messages a default-mode claim took and no handler started back under their ids,
- *       PENDING and claimable at once, binding the queue again if it went missing meanwhile.</li>
- *   <li><b>Wake-ups.</b> With a {@link WakeupListener}, a publish wakes the subscriber at once; it also claims once
+ *       more is done; only a missing queue is re-created, with a bounded lock wait. Consuming never locks the queue
+ *       row. Closing an at-most-once subscriber puts the messages its claims took and no handler started back under
+ *       their ids, PENDING and claimable at once, binding the queue again if it went missing meanwhile.</li>
+ *   <li><b>Wake-ups.</b> With a {@link WakeupListener}, a publish wakes the subscriber at once; it also looks once
  *       more {@link MsgQueueConfig#wakeupWindow()} later, for messages whose notification was coalesced away.</li>
  * </ul>
  */
@@ -172,12 +186,14 @@ public final class Subscriber implements AutoCloseable {
   }
 
   /**
-   * Stops claiming, waits for the claims already sent (their messages are released unstarted), releases the
-   * buffered (claimed, not started) messages to the queue, lets the running handlers finish, flushes their acks, then
-   * returns; waits at most {@code timeout} for the claims and handlers. Handlers still running then are interrupted
-   * and not acked: in lease mode they are redelivered after their lease; in the default mode they are lost (their
-   * claim took them). A claim still in the database then releases its messages when it returns. Do not call it from a
-   * handler: it would wait for that handler to finish, that is for the whole timeout.
+   * Stops taking messages, lets the running handlers finish, then returns; waits at most {@code timeout}.
+   * Held transactions: each lane commits what its handlers handled, and the rest of its batch goes back to the queue
+   * with that commit. Lease and at-most-once: waits for the claims already sent, releases the buffered (claimed, not
+   * started) messages to the queue and flushes the acks. Handlers still running after the timeout are interrupted and
+   * their messages not removed: a held transaction rolls back (its messages are claimable at once, the delivery
+   * counted as failed), a lease runs out (redelivered), an at-most-once message is lost (its claim took it). A claim
+   * still in the database then releases its messages when it returns. Do not call it from a handler: it would wait
+   * for that handler to finish, that is for the whole timeout.
    *
    * @param timeout zero or positive, at most {@link #MAX_CLOSE_TIMEOUT}
    * @return whether every running handler finished within the timeout
@@ -317,15 +333,15 @@ public final class Subscriber implements AutoCloseable {
     }
 
     /**
-     * The most messages claimed ahead of the handlers, waiting for a free handler or on their way in claims, in
-     * [0, {@value Subscriber#MAX_PREFETCH}]; default: two batches, room for two whole claims in flight; {@code n}
-     * batches leave room for n claims in flight at once while handlers are quick (up to four); one batch keeps one
-     * claim in flight, for the smallest loss in a crash (default mode). Busy handlers fill less of it:
-     * while messages wait, a claim is sent only if less than a batch waits or is on its way. In the default
-     * (at-most-once) mode a crash loses at most {@code concurrency + prefetch} messages (those running and those
-     * waiting); 0 claims only into free handlers, never more in all than there are handlers free (in claims of at
-     * least half a batch or half the handlers, up to four in flight at once). In lease mode a waiting message is
-     * started only while at least half its lease remains, else released to the queue unstarted.
+     * Lease and at-most-once modes: the most messages claimed ahead of the handlers, waiting for a free handler or on
+     * their way in claims, in [0, {@value Subscriber#MAX_PREFETCH}]; default: two batches, room for two whole claims
+     * in flight; {@code n} batches leave room for n claims in flight at once while handlers are quick (up to four);
+     * one batch keeps one claim in flight, for the smallest loss in a crash (at most once). Busy handlers fill less
+     * of it: while messages wait, a claim is sent only if less than a batch waits or is on its way. At most once, a
+     * crash loses at most {@code concurrency + prefetch} messages (those running and those waiting); 0 claims only
+     * into free handlers (in claims of at least half a batch or half the handlers, up to four in flight at once). In
+     * lease mode a waiting message is started only while at least half its lease remains, else released to the queue
+     * unstarted. Held transactions lock their batches in their lanes and take no prefetch.
      */
     public Builder prefetch(int value) {
       this.prefetch = value;

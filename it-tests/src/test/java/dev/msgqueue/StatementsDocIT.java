@@ -4,6 +4,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.fail;
 
 import dev.msgqueue.internal.consume.Consumption;
+import dev.msgqueue.internal.consume.HeldTransaction.LockedMessage;
+import dev.msgqueue.internal.consume.QueueStore;
 import dev.msgqueue.internal.publish.Publisher;
 import dev.msgqueue.internal.sql.PublishStatements;
 import dev.msgqueue.it.MsgQueueDatabaseExtension;
@@ -41,8 +43,9 @@ import org.junit.jupiter.api.extension.ExtendWith;
  * Renders every statement msgqueue runs into {@code docs/statements.sql}, each under the Javadoc (with its locks) of
  * the method that defines it, parameters as {@code $n} as in a generic plan, and fails when the committed file differs.
  * The statements are captured while the API runs every path once against PostgreSQL (publish in autocommit and in a
- * transaction, heal, keep-alive, claim in both modes, the default-mode take and its release, ack, release, release,
- * lease extension, retries, dead letters, statistics, the reaper, the cleanup and a housekeeper tick), so the file is what actually runs, not a copy.
+ * transaction, heal, keep-alive, claim in both modes, the at-most-once take and its release, the held transaction's
+ * lock, quarantine and deletion, ack, release, lease extension, retries, dead letters, statistics, the reaper, the
+ * cleanup and a housekeeper tick), so the file is what actually runs, not a copy.
  */
 @ExtendWith(MsgQueueDatabaseExtension.class)
 class StatementsDocIT {
@@ -140,6 +143,7 @@ class StatementsDocIT {
     long deadLetter = queues.deadLetters("orders-dead-letters", 10).get(0).id();
     queues.republishDeadLetter(deadLetter);
     queues.republishDeadLetter(deadLetter);                          // no longer a dead letter: says why
+    runHeldTransactionPaths(queues);
     consumption.queueExists("orders");
     consumption.bindWithin(events, Duration.ofSeconds(1));
     queues.queueStatistics("orders");
@@ -263,6 +267,45 @@ class StatementsDocIT {
     } catch (IOException e) {
       throw new IllegalStateException(e);
     }
+  }
+
+  /**
+   * The held-transaction mode's statements, on a queue of their own: a batch locked and rolled back (its deliveries end
+   * without commit), locked again with the crash count, quarantined, one message failed and one deleted; then the
+   * quarantined messages locked alone, one dead-lettered, and the rest locked again after a rollback.
+   */
+  private static void runHeldTransactionPaths(MsgQueueRepository queues) {
+    QueueSpec heldQueue = QueueSpec.durable("held");
+    queues.bindQueue(heldQueue);
+    queues.publishBatch(heldQueue, List.of("{}", "{}", "{}", "{}", "{}"));
+    QueueStore store = new QueueStore(queues.context(), ClaimedMessage.ACCESS, heldQueue, ConsumeMode.TRANSACTION,
+        null, RetryPolicy.builder("held-dead-letters").maxDeliveries(3).build(), Duration.ofMinutes(1));
+    try {
+      store.inHeldTransaction(tx -> {
+        tx.lock(2);
+        throw new IllegalStateException("the lane dies");
+      });
+    } catch (IllegalStateException expected) {
+      // Rolled back: both deliveries ended without commit.
+    }
+    store.inHeldTransaction(tx -> {
+      List<LockedMessage> locked = tx.lock(4);
+      List<Long> ended = locked.stream().filter(LockedMessage::endedWithoutCommit).map(m -> m.message().id()).toList();
+      assertThat(ended).hasSize(2);
+      store.countEndedDeliveries(ended);
+      tx.quarantine(ended);
+      List<LockedMessage> fresh = locked.stream().filter(m -> !m.endedWithoutCommit()).toList();
+      tx.fail(fresh.get(0).message(), new IllegalStateException("retry"));
+      tx.delete(List.of(fresh.get(1).message().id()));
+      return null;
+    });
+    store.inHeldTransaction(tx -> {
+      LockedMessage quarantined = tx.lockQuarantined();
+      assertThat(quarantined).isNotNull();
+      return tx.deadLetterEnded(quarantined.message(), 3);
+    });
+    List<Long> left = store.inHeldTransaction(tx -> tx.lock(10)).stream().map(m -> m.message().id()).toList();
+    store.inHeldTransaction(tx -> tx.lockAgain(left));
   }
 
   /** The redelivery count a subscriber runs after each lease-mode claim. */
