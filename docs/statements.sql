@@ -865,6 +865,103 @@ select
   end as "endedWithoutCommit"
 from "MessageQueueItem"
 where (
+  "MessageQueueItem"."id" = any (
+    cast(
+      $1
+      as bigint[]
+    )
+  )
+  and "MessageQueueItem"."queueId" = $2
+  and "MessageQueueItem"."status" = cast('ASSIGNED' as "MessageQueueItemStatus")
+  and "MessageQueueItem"."readAfter" <= date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  )
+  and "MessageQueueItem"."expiresAt" > date_trunc(
+    'milliseconds',
+    timezone(
+      'UTC',
+      cast(
+        current_timestamp
+        as timestamp with time zone
+      )
+    )
+  )
+)
+order by "MessageQueueItem"."id"
+fetch next 1 rows only
+for update skip locked;
+select
+  "MessageQueueItem"."id",
+  "MessageQueueItem"."payload",
+  cast(
+    (extract(epoch from "MessageQueueItem"."expiresAt") * 1000)
+    as bigint
+  ),
+  case
+    when (
+      cast(
+        cast("MessageQueueItem"."xmax" as varchar)
+        as bigint
+      ) <> 0
+      and mod(
+        (((cast(
+          cast(
+            pg_snapshot_xmax(pg_current_snapshot())
+            as varchar
+          )
+          as bigint
+        ) & 4294967295) - cast(
+          cast("MessageQueueItem"."xmax" as varchar)
+          as bigint
+        )) + 4294967296),
+        4294967296
+      ) < 2147483648
+      and mod(
+        (((cast(
+          cast(
+            pg_snapshot_xmax(pg_current_snapshot())
+            as varchar
+          )
+          as bigint
+        ) & 4294967295) - cast(
+          cast("MessageQueueItem"."xmax" as varchar)
+          as bigint
+        )) + 4294967296),
+        4294967296
+      ) > 0
+    ) then (pg_xact_status(cast(cast(
+      (cast(
+        cast(
+          pg_snapshot_xmax(pg_current_snapshot())
+          as varchar
+        )
+        as bigint
+      ) - mod(
+        (((cast(
+          cast(
+            pg_snapshot_xmax(pg_current_snapshot())
+            as varchar
+          )
+          as bigint
+        ) & 4294967295) - cast(
+          cast("MessageQueueItem"."xmax" as varchar)
+          as bigint
+        )) + 4294967296),
+        4294967296
+      ))
+      as varchar
+    ) as xid8)) = 'aborted')
+    else false
+  end as "endedWithoutCommit"
+from "MessageQueueItem"
+where (
   "MessageQueueItem"."queueId" = $1
   and "MessageQueueItem"."status" = cast('ASSIGNED' as "MessageQueueItemStatus")
   and "MessageQueueItem"."readAfter" <= date_trunc(

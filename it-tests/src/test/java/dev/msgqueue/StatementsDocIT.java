@@ -272,7 +272,8 @@ class StatementsDocIT {
   /**
    * The held-transaction mode's statements, on a queue of their own: a batch locked and rolled back (its deliveries end
    * without commit), locked again with the crash count, quarantined, one message failed and one deleted; then the
-   * quarantined messages locked alone, one dead-lettered, and the rest locked again after a rollback.
+   * quarantined messages locked alone (one by key and dead-lettered, one by a search of the queue), and the rest
+   * locked again after a rollback.
    */
   private static void runHeldTransactionPaths(MsgQueueRepository queues) {
     QueueSpec heldQueue = QueueSpec.durable("held");
@@ -288,21 +289,28 @@ class StatementsDocIT {
     } catch (IllegalStateException expected) {
       // Rolled back: both deliveries ended without commit.
     }
-    store.inHeldTransaction(tx -> {
+    List<Long> ended = store.inHeldTransaction(tx -> {
       List<LockedMessage> locked = tx.lock(4);
-      List<Long> ended = locked.stream().filter(LockedMessage::endedWithoutCommit).map(m -> m.message().id()).toList();
-      assertThat(ended).hasSize(2);
-      store.countEndedDeliveries(ended);
-      tx.quarantine(ended);
+      List<Long> suspects =
+          locked.stream().filter(LockedMessage::endedWithoutCommit).map(m -> m.message().id()).toList();
+      assertThat(suspects).hasSize(2);
+      store.countEndedDeliveries(suspects);
+      tx.quarantine(suspects);
       List<LockedMessage> fresh = locked.stream().filter(m -> !m.endedWithoutCommit()).toList();
       tx.fail(fresh.get(0).message(), new IllegalStateException("retry"));
       tx.delete(List.of(fresh.get(1).message().id()));
-      return null;
+      return suspects;
     });
     store.inHeldTransaction(tx -> {
-      LockedMessage quarantined = tx.lockQuarantined();
+      LockedMessage quarantined = tx.lockQuarantined(ended); // those this subscriber quarantined, by key
       assertThat(quarantined).isNotNull();
       return tx.deadLetterEnded(quarantined.message(), 3);
+    });
+    store.inHeldTransaction(tx -> {
+      LockedMessage quarantined = tx.lockQuarantined(); // any of the queue: a search
+      assertThat(quarantined).isNotNull();
+      tx.delete(List.of(quarantined.message().id()));
+      return null;
     });
     List<Long> left = store.inHeldTransaction(tx -> tx.lock(10)).stream().map(m -> m.message().id()).toList();
     store.inHeldTransaction(tx -> tx.lockAgain(left));

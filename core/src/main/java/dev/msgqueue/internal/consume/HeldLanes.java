@@ -67,6 +67,8 @@ final class HeldLanes {
    * it alone, so that this subscriber holds no other lock meanwhile. Fair: waiting lanes go in turn.
    */
   private final ReentrantReadWriteLock isolation = new ReentrantReadWriteLock(true);
+  /** Messages this subscriber quarantined (committed) and has not settled yet. */
+  private final Set<Long> quarantinedHere = ConcurrentHashMap.newKeySet();
   /** When to look for quarantined messages next after a batch that was not full. */
   private final AtomicLong nextQuarantineCheck = new AtomicLong(Long.MIN_VALUE);
   private final Turns turns;
@@ -270,9 +272,11 @@ final class HeldLanes {
     if (!failed) {
       context.acked.addAndGet(batch.handled.size());
       context.released.addAndGet(batch.released);
+      quarantinedHere.addAll(batch.quarantined); // committed
     }
-    if (batch.quarantined > 0 || (batch.locked < batchSize && quarantineCheckDue())) {
-      handleQuarantined();
+    boolean search = batch.locked < batchSize && quarantineCheckDue();
+    if (search || !quarantinedHere.isEmpty()) {
+      handleQuarantined(search);
     }
     return batch.locked;
   }
@@ -288,11 +292,13 @@ final class HeldLanes {
   }
 
   /**
-   * Handles the quarantined messages of the queue one by one, each in a transaction that locks only it, while no other
-   * lane of this subscriber holds a lock: a message that kills its consumer then takes no other message's delivery
-   * with it, and its count reaches the dead letter after the policy's deliveries.
+   * Handles quarantined messages one by one, each in a transaction that locks only it, while no other lane of this
+   * subscriber holds a lock: a message that kills its consumer then takes no other message's delivery with it, and its
+   * count reaches the dead letter after the policy's deliveries. First those this subscriber quarantined, found by key;
+   * then, if {@code search}, any others of the queue (quarantined by a consumer that died), found by a search of the
+   * queue, whose cost grows with its backlog: hence at most once a poll interval.
    */
-  private void handleQuarantined() {
+  private void handleQuarantined(boolean search) {
     try {
       while (!isolation.writeLock().tryLock(ISOLATION_WAIT_MILLIS, TimeUnit.MILLISECONDS)) {
         if (!running) {
@@ -304,10 +310,26 @@ final class HeldLanes {
       return;
     }
     try {
-      boolean more = true;
+      while (running && !quarantinedHere.isEmpty()) {
+        List<Long> ids = new ArrayList<>(new java.util.TreeSet<>(quarantinedHere));
+        Long handledId;
+        try {
+          handledId = context.store.inHeldTransaction(tx -> handleOneQuarantined(tx, tx.lockQuarantined(ids)));
+        } catch (RuntimeException e) {
+          log.warn("subscriber of \"{}\": a transaction of a quarantined message failed ({}); it stays quarantined",
+              queue, e.toString());
+          return;
+        }
+        if (handledId == null) {
+          quarantinedHere.removeAll(ids); // none is quarantined any more: another consumer handled them
+        } else {
+          quarantinedHere.remove(handledId);
+        }
+      }
+      boolean more = search;
       while (more && running) {
         try {
-          more = context.store.inHeldTransaction(this::handleOneQuarantined);
+          more = context.store.inHeldTransaction(tx -> handleOneQuarantined(tx, tx.lockQuarantined())) != null;
         } catch (RuntimeException e) {
           log.warn("subscriber of \"{}\": a transaction of a quarantined message failed ({}); it stays quarantined",
               queue, e.toString());
@@ -319,18 +341,18 @@ final class HeldLanes {
     }
   }
 
-  /** @return whether there was a quarantined message to lock */
-  private boolean handleOneQuarantined(HeldTransaction tx) {
-    LockedMessage message = tx.lockQuarantined();
+  /** @return the id of the quarantined message settled (handled, failed or dead-lettered), or null if none */
+  private Long handleOneQuarantined(HeldTransaction tx, LockedMessage message) {
     if (message == null) {
-      return false;
+      return null;
     }
+    Long id = message.message().id();
     if (message.endedWithoutCommit() && !withoutDeadLetters(tx, List.of(message)).contains(message)) {
-      return true; // its deliveries kept ending without commit: dead-lettered
+      return id; // its deliveries kept ending without commit: dead-lettered
     }
     long ticket = turns.ticket();
     if (!turns.await(ticket)) {
-      return false; // closing: it stays quarantined
+      return null; // closing: it stays quarantined
     }
     long start = context.now();
     try {
@@ -340,13 +362,13 @@ final class HeldLanes {
       context.store.handled(context.now() - start, true);
       context.failed.incrementAndGet();
       settle(tx, message, e); // the handler failed, its consumer did not: retried or dead-lettered, as any failure
-      return true;
+      return id;
     } finally {
       turns.done();
     }
     tx.delete(List.of(message.message().id()));
     context.acked.incrementAndGet();
-    return true;
+    return id;
   }
 
   private static List<Long> ids(List<LockedMessage> messages) {
@@ -388,7 +410,7 @@ final class HeldLanes {
       // those, and commit at once, handling nothing, so that no rollback can undo the quarantine; the others are
       // back in the queue for the next batch.
       tx.quarantine(suspects);
-      batch.quarantined = suspects.size();
+      batch.quarantined = suspects;
       batch.released = toHandle.size() - suspects.size();
       return;
     }
@@ -530,7 +552,7 @@ final class HeldLanes {
     int locked;
     List<LockedMessage> toHandle = List.of();
     /** Messages of the batch it quarantined: their last delivery ended without commit. */
-    int quarantined;
+    List<Long> quarantined = List.of();
     final List<Long> handled = new ArrayList<>();
     int released;
     long failedId = -1;

@@ -27,8 +27,14 @@ public interface HeldTransaction {
    */
   void quarantine(List<Long> ids);
 
-  /** Locks the lowest quarantined message of the queue, if any. @return it, or null */
+  /**
+   * Locks the lowest quarantined message of the queue, if any: a search of the queue, for messages a consumer that
+   * died quarantined. @return it, or null
+   */
   LockedMessage lockQuarantined();
+
+  /** Locks the lowest message among {@code ids} that is still quarantined, found by key. @return it, or null */
+  LockedMessage lockQuarantined(List<Long> ids);
 
   /** Deletes handled messages: they leave their queue when this transaction commits. */
   void delete(List<Long> ids);

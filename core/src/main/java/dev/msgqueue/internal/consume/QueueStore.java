@@ -162,6 +162,12 @@ public final class QueueStore implements ConsumerStore {
       return HeldStatements.lockQuarantined(tx, queue.name()).map(row -> locked(List.of(row)).get(0)).orElse(null);
     }
 
+    @Override
+    public LockedMessage lockQuarantined(List<Long> ids) {
+      return HeldStatements.lockQuarantined(tx, queue.name(), ids).map(row -> locked(List.of(row)).get(0))
+          .orElse(null);
+    }
+
     private List<LockedMessage> locked(List<HeldStatements.Locked> rows) {
       List<LockedMessage> locked = new ArrayList<>(rows.size());
       for (HeldStatements.Locked row : rows) {

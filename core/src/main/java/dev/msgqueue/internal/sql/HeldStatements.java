@@ -155,7 +155,8 @@ public final class HeldStatements {
 
   /**
    * Locks the lowest claimable quarantined item of {@code queue} (ASSIGNED, readable now, not expired), FOR UPDATE SKIP
-   * LOCKED, with whether the last transaction that locked it ended without commit, as {@link #lock} does.
+   * LOCKED, with whether the last transaction that locked it ended without commit, as {@link #lock} does: a search of
+   * the queue (no index leads with the status), for items a consumer that died quarantined.
    *
    * @return the item, or empty if none is there
    */
@@ -163,6 +164,29 @@ public final class HeldStatements {
     return tx.select(I.ID, I.PAYLOAD, epochMillis(I.EXPIRES_AT), endedWithoutCommit())
         .from(I)
         .where(I.QUEUE_ID.eq(queue))
+        .and(I.STATUS.eq(inline(MessageQueueItemStatus.ASSIGNED)))
+        .and(I.READ_AFTER.le(utcNow()))
+        .and(I.EXPIRES_AT.gt(utcNow()))
+        .orderBy(I.ID)
+        .limit(inline(1))
+        .forUpdate()
+        .skipLocked()
+        .fetchOptional(r -> new Locked(r.value1(), r.value2(), r.value3(), Boolean.TRUE.equals(r.value4())));
+  }
+
+  /**
+   * Locks the lowest claimable quarantined item among {@code ids} (items this subscriber quarantined), FOR UPDATE SKIP
+   * LOCKED, with whether the last transaction that locked it ended without commit, as {@link #lock} does. Found
+   * through the primary key, so its cost does not grow with the queue's backlog, where {@link #lockQuarantined(
+   * DSLContext, String)} searches the queue.
+   *
+   * @return the item, or empty if none of {@code ids} is still quarantined
+   */
+  public static java.util.Optional<Locked> lockQuarantined(DSLContext tx, String queue, Collection<Long> ids) {
+    return tx.select(I.ID, I.PAYLOAD, epochMillis(I.EXPIRES_AT), endedWithoutCommit())
+        .from(I)
+        .where(I.ID.eq(any(idArray(ids))))
+        .and(I.QUEUE_ID.eq(queue))
         .and(I.STATUS.eq(inline(MessageQueueItemStatus.ASSIGNED)))
         .and(I.READ_AFTER.le(utcNow()))
         .and(I.EXPIRES_AT.gt(utcNow()))

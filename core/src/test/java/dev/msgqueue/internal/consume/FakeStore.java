@@ -189,6 +189,11 @@ final class FakeStore implements ConsumerStore {
     endedWithoutCommit.add(id);
   }
 
+  /** Held-transaction mode: a message another consumer quarantined before it died: ASSIGNED, in no batch. */
+  synchronized void quarantinedByAnother(long id) {
+    quarantined.add(id);
+  }
+
   @Override
   public <T> T inHeldTransaction(HeldWork<T> work) {
     FakeHeld tx = new FakeHeld();
@@ -271,6 +276,23 @@ final class FakeStore implements ConsumerStore {
         }
       }
       event("lockQuarantined->" + (result == null ? "none" : result.message().id()
+          + (result.endedWithoutCommit() ? " ended" : "")));
+      return result;
+    }
+
+    @Override
+    public LockedMessage lockQuarantined(List<Long> ids) {
+      LockedMessage result = null;
+      synchronized (FakeStore.this) {
+        Long id = quarantined.stream().filter(ids::contains).findFirst().orElse(null);
+        if (id != null) {
+          quarantined.remove(id);
+          lockedQuarantined.add(id);
+          outstanding++;
+          result = new LockedMessage(TestMessages.message(QUEUE, id), endedWithoutCommit.remove(id));
+        }
+      }
+      event("lockQuarantined" + ids + "->" + (result == null ? "none" : result.message().id()
           + (result.endedWithoutCommit() ? " ended" : "")));
       return result;
     }

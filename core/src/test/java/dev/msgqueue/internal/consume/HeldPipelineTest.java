@@ -110,7 +110,7 @@ class HeldPipelineTest {
     // Quarantined by a transaction that commits at once, then handled alone: locked on its own, so a crash in its
     // handler takes no other message with it.
     assertThat(databaseActs()).startsWith("lock(10)->[1]", "countEnded[1]", "quarantine[1]", "commit",
-        "lockQuarantined->1", "delete[1]", "commit", "lockQuarantined->none", "commit");
+        "lockQuarantined[1]->1", "delete[1]", "commit", "lockQuarantined->none", "commit");
     assertThat(pipeline.close(Duration.ZERO)).isTrue();
   }
 
@@ -126,12 +126,32 @@ class HeldPipelineTest {
     assertThat(handled).containsExactly(2L, 3L, 1L, 4L);
     assertThat(databaseActs()).containsExactly(
         "lock(10)->[1, 2, 3, 4]", "countEnded[2, 3]", "quarantine[2, 3]", "commit",
-        "lockQuarantined->2", "delete[2]", "commit",
-        "lockQuarantined->3", "delete[3]", "commit",
+        "lockQuarantined[2, 3]->2", "delete[2]", "commit",
+        "lockQuarantined[3]->3", "delete[3]", "commit",
         "lockQuarantined->none", "commit",
         "lock(10)->[1, 4]", "delete[1, 4]", "commit",
-        "lockQuarantined->none", "commit",
         "lock(10)->[]", "commit");
+    assertThat(pipeline.close(Duration.ZERO)).isTrue();
+  }
+
+  @Test
+  void messagesAnotherConsumerQuarantinedAreFoundByASearchOfTheQueueOnceAPollInterval() {
+    store.publish(1, 2);
+    store.quarantinedByAnother(7);
+    HeldPipeline pipeline = pipeline(1, 1, (message, tx) -> handled.add(message.id()));
+    pipeline.start();
+    threads.runAll();
+
+    // Full batches search nothing; the first batch that is not full searches the queue and finds 7; the next batch
+    // that is not full comes within the poll interval and searches nothing.
+    assertThat(handled).containsExactly(1L, 2L, 7L);
+    assertThat(databaseActs()).containsExactly(
+        "lock(1)->[1]", "delete[1]", "commit",
+        "lock(1)->[2]", "delete[2]", "commit",
+        "lock(1)->[]", "commit",
+        "lockQuarantined->7", "delete[7]", "commit",
+        "lockQuarantined->none", "commit",
+        "lock(1)->[]", "commit"); // the second lane, started while batches came back full
     assertThat(pipeline.close(Duration.ZERO)).isTrue();
   }
 
@@ -156,7 +176,7 @@ class HeldPipelineTest {
 
     assertThat(databaseActs()).startsWith(
         "lock(10)->[1, 2]", "countEnded[1]", "quarantine[1]", "commit",
-        "lockQuarantined->1", "rollback");
+        "lockQuarantined[1]->1", "rollback");
     assertThat(store.failedDeliveries).containsEntry(1L, 5);
     assertThat(databaseActs()).contains("deadLetterEnded(1)");
     assertThat(calls).containsExactly(1L, 2L);
