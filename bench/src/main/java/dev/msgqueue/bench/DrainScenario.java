@@ -60,8 +60,9 @@ final class DrainScenario implements Scenario {
   /** {@link #HELD_SQL} whose lock also reads whether each row's last locker ended without commit (the crash count). */
   static final String HELD_SQL_COUNTED = "held-sql-counted";
   /**
-   * The default mode on messages whose last delivery ended without commit (each locked and rolled back before the
-   * drain): every batch counts its deliveries on a connection of its own, the crash count's worst case.
+   * The default mode after a crash: the lowest {@code (concurrency + 1) * BATCH} messages, what a killed subscriber of
+   * that concurrency held, were locked by a transaction that then rolled back. Their deliveries are counted on a
+   * connection of their own and they are handled one per transaction, alone; the rest drain in batches.
    */
   static final String SUBSCRIBER_AFTER_CRASH = "subscriber-tx-crashed";
   static final String REPOSITORY = "repository-loop";
@@ -267,10 +268,12 @@ final class DrainScenario implements Scenario {
       preload(database.control(), messages);
     }
     if (cell.consumer().equals(SUBSCRIBER_AFTER_CRASH)) {
-      // Every row locked by a transaction that then rolls back: its xmax names an aborted transaction, as a crash's.
+      // The rows a killed subscriber held, locked by a transaction that then rolls back: their xmax names an aborted
+      // transaction, as a crash's.
       try {
         database.control().transaction(tx -> {
-          tx.dsl().select(MESSAGE_QUEUE_ITEM.ID).from(MESSAGE_QUEUE_ITEM).forUpdate().fetch();
+          tx.dsl().select(MESSAGE_QUEUE_ITEM.ID).from(MESSAGE_QUEUE_ITEM).orderBy(MESSAGE_QUEUE_ITEM.ID)
+              .limit((cell.concurrency() + 1) * BATCH).forUpdate().fetch();
           throw new RolledBack();
         });
       } catch (RolledBack expected) {
