@@ -9,6 +9,7 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.Deque;
 import java.util.LinkedList;
+import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import dev.msgqueue.internal.consume.HeldTransaction.LockedMessage;
@@ -298,18 +299,22 @@ final class FakeStore implements ConsumerStore {
     }
 
     @Override
-    public List<LockedMessage> lock(int max) {
+    public List<LockedMessage> lock(int max, long above) {
       List<LockedMessage> result = new ArrayList<>();
       synchronized (FakeStore.this) {
         mostOutstandingWithAsked = Math.max(mostOutstandingWithAsked, outstanding + max);
-        while (result.size() < max && !queued.isEmpty()) {
-          long id = queued.poll();
+        for (Iterator<Long> next = queued.iterator(); result.size() < max && next.hasNext(); ) {
+          long id = next.next();
+          if (id <= above) {
+            continue;
+          }
+          next.remove();
           locked.add(id);
           result.add(new LockedMessage(TestMessages.message(QUEUE, id), endedWithoutCommit.remove(id)));
         }
         outstanding += result.size();
       }
-      event("lock(" + max + ")->" + lockedIds(result));
+      event("lock(" + max + (above == Long.MIN_VALUE ? "" : ", above " + above) + ")->" + lockedIds(result));
       return result;
     }
 
