@@ -633,16 +633,21 @@ final class DrainScenario implements Scenario {
       out.println(header);
       out.println("-".repeat(header.length()));
       for (Row r : rows) {
-        out.printf(Locale.ROOT, "%-24s %5d %9d %8.2f %10.0f %9.4f %8s %8s %6.2f %6d %6d %6d%s%n", r.consumer(),
+        out.printf(Locale.ROOT, "%-24s %5d %9d %8.2f %10.0f %9.4f %8s %8s %6s %6d %6d %6d%s%n", r.consumer(),
             r.concurrency(), r.messages(), r.seconds(), r.messagesPerSecond(), r.statementsPerMessage(),
-            micros(r.clientCpuMicrosPerMessage()), micros(r.serverCpuMicrosPerMessage()), r.ratioToFloor(), r.left(),
+            micros(r.clientCpuMicrosPerMessage()), micros(r.serverCpuMicrosPerMessage()), ratio(r.ratioToFloor()),
+            r.left(),
             r.jitMillis(), r.warmupDrains(), r.drained() ? "" : "  (timed out)");
       }
       out.println("client / server: CPU microseconds per message of the consuming threads (the loops' threads, or"
           + " the Subscriber's: jOOQ, pgjdbc, mapping) and of the cell's server backends (- : the server is not on"
           + " this machine). jit: milliseconds the JVM's JIT compiled during the cell; warm: unmeasured drains of the"
           + " cell before it, until the JIT compiled for at most " + Math.round(QUIET_JIT_SHARE * 100)
-          + "% of a drain's time.");
+          + "% of a drain's time. xfloor: msg/s over the best floor-sql cell's (- : no floor cell in this run).");
+    }
+
+    private static String ratio(double ratio) {
+      return Double.isNaN(ratio) ? "-" : String.format(Locale.ROOT, "%.2f", ratio);
     }
 
     @Override
