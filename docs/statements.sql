@@ -444,13 +444,10 @@ where "MessageQueueItem"."id" = $1;
 --   transaction that lets items go unhandled (a release, a close, an early end), so {@code aborted} is a delivery that
 --   ended without a result. The 32-bit {@code xmax} is widened to a full id against the snapshot's next id; an id more
 --   than 2^31 behind it, or a row whose {@code xmax} is not a plain transaction id, reads as not ended.
---   <p>Only items whose id is above {@code above} are locked ({@link Long#MIN_VALUE}: any): a consumer whose other
---   transactions hold the items up to some id starts its search past them, in the range condition of the
---   {@code ("queueId", id)} index, instead of reading past each of them.
 --   <p>Shape: {@code WITH limits AS MATERIALIZED (SELECT set_config(...), ...) SELECT id, payload, "expiresAt",
---   <ended> FROM "MessageQueueItem", limits WHERE <the take's condition> AND ("queueId", id) > (queue, above)
---   ORDER BY id LIMIT n FOR UPDATE OF "MessageQueueItem" SKIP LOCKED}: the limits are set once per statement, even
---   when nothing is found; the limit is inlined, as in the take.
+--   <ended> FROM "MessageQueueItem", limits WHERE <the take's condition> ORDER BY id LIMIT n FOR UPDATE OF
+--   "MessageQueueItem" SKIP LOCKED}: the limits are set once per statement, even when nothing is found; the limit is
+--   inlined, as in the take.
 --   @return the locked items, in id order
 with
   "limits"("idle", "total") as materialized (
@@ -549,7 +546,6 @@ where (
       )
     )
   )
-  and ("MessageQueueItem"."queueId", "MessageQueueItem"."id") > ($4, $5)
 )
 order by "MessageQueueItem"."id"
 fetch next 10 rows only
@@ -651,7 +647,6 @@ where (
       )
     )
   )
-  and ("MessageQueueItem"."queueId", "MessageQueueItem"."id") > ($4, $5)
 )
 order by "MessageQueueItem"."id"
 fetch next 2 rows only
@@ -753,7 +748,6 @@ where (
       )
     )
   )
-  and ("MessageQueueItem"."queueId", "MessageQueueItem"."id") > ($4, $5)
 )
 order by "MessageQueueItem"."id"
 fetch next 4 rows only

@@ -340,29 +340,6 @@ class ClaimIT extends RepositoryFixture {
     }
   }
 
-  @Test
-  void theHeldLocksGenericPlanStartsPastItsBoundInTheQueueIndexOfASmallQueueBesideALargeOne() throws Exception {
-    QueueSpec small = bound("held-plan-small");
-    QueueSpec large = bound("held-plan-large");
-    List<String> payloads = IntStream.range(0, 10_000).mapToObj(Integer::toString).toList();
-    repository.publishBatch(large, payloads);
-    repository.publishBatch(large, payloads);
-    repository.publishBatch(small, IntStream.range(0, 20).mapToObj(Integer::toString).toList());
-    db.dsl().execute(DSL.query("ANALYZE \"MessageQueueItem\"")); // plain SQL: jOOQ has no ANALYZE
-
-    org.jooq.Query lock = dev.msgqueue.internal.sql.HeldStatements.lockQuery(
-        DSL.using(org.jooq.SQLDialect.POSTGRES), small.name(), 100, 5L, "60000ms");
-    String plan = genericPlan(lock);
-    // Both the queue and the bound are conditions of the ("queueId","id") index: the generic plan, which cannot know
-    // how small the queue is, does not read the primary key past the bound through every other queue's rows.
-    assertThat(plan).as(plan)
-        .containsPattern("Index Scan using \"MessageQueueItem_queueId_id_idx\" on \"MessageQueueItem\"\\s.*\\n"
-            + "\\s*Index Cond: \\(\\(ROW\\(\"queueId\", id\\) > ROW\\(")
-        .doesNotContain("MessageQueueItem_pkey")
-        .doesNotContain("Seq Scan")
-        .doesNotContain("Sort");
-  }
-
   /**
    * EXPLAIN of {@code query} prepared server-side with {@code $n} parameters and forced onto PostgreSQL's generic
    * plan, the one it uses for any prepared statement once custom plans stop paying off (plain SQL: PREPARE, EXPLAIN

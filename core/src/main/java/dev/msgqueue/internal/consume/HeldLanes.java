@@ -62,10 +62,6 @@ final class HeldLanes {
   private final Set<Thread> laneThreads = ConcurrentHashMap.newKeySet();
   /** Lock statements run one at a time, so that turns follow the order of the locked ids. */
   private final ReentrantLock locking = new ReentrantLock();
-  /** The batches the lanes hold locked, while their transactions are open: the next lock starts past them. */
-  private final Set<Batch> heldBatches = ConcurrentHashMap.newKeySet();
-  /** When the next lock starts from the queue's front even while lanes hold batches. */
-  private long nextLockFromFront; // guarded by locking
   /**
    * Batches hold it shared for their transaction; a lane handling messages whose delivery ended without commit holds
    * it alone, so that this subscriber holds no other lock meanwhile. Fair: waiting lanes go in turn.
@@ -96,7 +92,6 @@ final class HeldLanes {
     this.polls = new PollSchedule(context.settings);
     this.turns = new Turns(concurrency);
     this.nextQuarantineCheck.set(context.now());
-    this.nextLockFromFront = context.now() + context.settings.pollInterval().toNanos();
   }
 
   /** The lanes, hence pooled connections, a subscriber of {@code concurrency} holds at most at once. */
@@ -273,7 +268,6 @@ final class HeldLanes {
         turns.skip(batch.ticket);
       }
       holding.addAndGet(-batch.locked);
-      heldBatches.remove(batch);
     }
     if (!failed) {
       context.acked.addAndGet(batch.handled.size());
@@ -387,12 +381,10 @@ final class HeldLanes {
     List<LockedMessage> locked;
     locking.lock();
     try {
-      locked = tx.lock(batchSize, lockAbove());
+      locked = tx.lock(batchSize);
       context.claimRounds.incrementAndGet();
       if (!locked.isEmpty()) {
         batch.ticket = turns.ticket();
-        batch.highestId = locked.get(locked.size() - 1).message().id();
-        heldBatches.add(batch);
       }
     } finally {
       locking.unlock();
@@ -457,27 +449,6 @@ final class HeldLanes {
     if (!batch.handled.isEmpty()) {
       tx.delete(batch.handled);
     }
-  }
-
-  /**
-   * Where the next lock starts: past the highest id a batch of another lane holds. Below it, every message was locked
-   * by a lane of this subscriber or skipped by one (held by another consumer, or not claimable then), so the lock
-   * does not read past those rows again; on two cores, reading past the batches that overlapping lanes hold doubled
-   * the server's CPU per message. A message that becomes claimable below it (released, rolled back by another
-   * consumer, committed late) is found by a lock from the front: whenever no lane holds a batch, and at least once a
-   * poll interval. Called under {@link #locking}.
-   */
-  private long lockAbove() {
-    long above = Long.MIN_VALUE;
-    for (Batch held : heldBatches) {
-      above = Math.max(above, held.highestId);
-    }
-    long now = context.now();
-    if (above == Long.MIN_VALUE || now - nextLockFromFront >= 0) {
-      nextLockFromFront = now + context.settings.pollInterval().toNanos();
-      return Long.MIN_VALUE;
-    }
-    return above;
   }
 
   /**
@@ -579,8 +550,6 @@ final class HeldLanes {
     long ticket = -1;
     boolean turnTaken;
     int locked;
-    /** The highest id it locked, while {@link #heldBatches} holds it. */
-    long highestId;
     List<LockedMessage> toHandle = List.of();
     /** Messages of the batch it quarantined: their last delivery ended without commit. */
     List<Long> quarantined = List.of();

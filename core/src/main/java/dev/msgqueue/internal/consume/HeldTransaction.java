@@ -11,17 +11,12 @@ import org.jooq.DSLContext;
  */
 public interface HeldTransaction {
   /**
-   * Locks up to {@code max} claimable messages with an id above {@code above} ({@link Long#MIN_VALUE}: any), lowest id
-   * first, and bounds this transaction by the subscriber's transaction timeout.
+   * Locks up to {@code max} claimable messages, lowest id first, and bounds this transaction by the subscriber's
+   * transaction timeout.
    *
    * @return the locked messages in id order, each with whether its last delivery ended without commit
    */
-  List<LockedMessage> lock(int max, long above);
-
-  /** Locks up to {@code max} claimable messages of any id: {@link #lock(int, long)} from the queue's front. */
-  default List<LockedMessage> lock(int max) {
-    return lock(max, Long.MIN_VALUE);
-  }
+  List<LockedMessage> lock(int max);
 
   /** Locks again those of {@code ids} still claimable, after this lane's batch was rolled back. @return in id order */
   List<LockedMessage> lockAgain(List<Long> ids);

@@ -140,9 +140,9 @@ public final class QueueStore implements ConsumerStore {
     }
 
     @Override
-    public List<LockedMessage> lock(int max, long above) {
+    public List<LockedMessage> lock(int max) {
       long start = System.nanoTime();
-      List<LockedMessage> locked = locked(HeldStatements.lock(tx, queue.name(), max, above, transactionTimeout));
+      List<LockedMessage> locked = locked(HeldStatements.lock(tx, queue.name(), max, transactionTimeout));
       context.report().claimed(queue.name(), locked.size(), System.nanoTime() - start);
       return locked;
     }

@@ -9,7 +9,6 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.Deque;
 import java.util.LinkedList;
-import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import dev.msgqueue.internal.consume.HeldTransaction.LockedMessage;
@@ -299,22 +298,18 @@ final class FakeStore implements ConsumerStore {
     }
 
     @Override
-    public List<LockedMessage> lock(int max, long above) {
+    public List<LockedMessage> lock(int max) {
       List<LockedMessage> result = new ArrayList<>();
       synchronized (FakeStore.this) {
         mostOutstandingWithAsked = Math.max(mostOutstandingWithAsked, outstanding + max);
-        for (Iterator<Long> next = queued.iterator(); result.size() < max && next.hasNext(); ) {
-          long id = next.next();
-          if (id <= above) {
-            continue;
-          }
-          next.remove();
+        while (result.size() < max && !queued.isEmpty()) {
+          long id = queued.poll();
           locked.add(id);
           result.add(new LockedMessage(TestMessages.message(QUEUE, id), endedWithoutCommit.remove(id)));
         }
         outstanding += result.size();
       }
-      event("lock(" + max + (above == Long.MIN_VALUE ? "" : ", above " + above) + ")->" + lockedIds(result));
+      event("lock(" + max + ")->" + lockedIds(result));
       return result;
     }
 

@@ -222,66 +222,7 @@ class HeldPipelineTest {
 
     assertThat(handled).containsExactly(1L);
     assertThat(databaseActs()).containsExactly(
-        "lock(2)->[1, 2]", "lock(2, above 2)->[3, 4]", "commit", "delete[1]", "commit");
+        "lock(2)->[1, 2]", "lock(2)->[3, 4]", "commit", "delete[1]", "commit");
     assertThat(pipeline.released()).isEqualTo(3);
-  }
-
-  @Test
-  void aLaneLocksPastTheBatchAnotherLaneHoldsAndFromTheFrontOnceNoneHolds() throws Exception {
-    store.publish(1, 4);
-    List<String> acts = runTwoOverlappingLanes(0);
-    // B searches past A's batch while A holds it; the lanes after them, with none held, search from the front (the
-    // first finds the queue empty and looks for quarantined messages).
-    assertThat(acts).hasSize(12);
-    assertThat(acts.subList(0, 2)).containsExactly("lock(2)->[1, 2]", "lock(2, above 2)->[3, 4]");
-    // B's turn comes when A's last handler returns, so their deletes and commits may come in either order.
-    assertThat(acts.subList(2, 6)).containsExactlyInAnyOrder("delete[1, 2]", "commit", "delete[3, 4]", "commit");
-    assertThat(acts.subList(6, 12)).containsExactly(
-        "lock(2)->[]", "commit", "lockQuarantined->none", "commit", "lock(2)->[]", "commit");
-  }
-
-  @Test
-  void aLaneLocksFromTheFrontOnceAPollIntervalWhileAnotherLaneHoldsABatch() throws Exception {
-    store.publish(1, 4);
-    // A message below the held batch that becomes claimable while lanes overlap (released, rolled back elsewhere,
-    // committed late) is found within a poll interval, not only once the lanes stop overlapping.
-    List<String> acts = runTwoOverlappingLanes(Duration.ofSeconds(1).toNanos());
-    assertThat(acts).startsWith("lock(2)->[1, 2]", "lock(2)->[3, 4]");
-  }
-
-  /**
-   * Lane A locks a full batch and blocks in its first handler; after the clock moves on by {@code beforeSecondLock},
-   * lane B locks the next batch and waits for its turn; then A finishes and everything queued runs.
-   * @return the database acts in order
-   */
-  private List<String> runTwoOverlappingLanes(long beforeSecondLock) throws Exception {
-    CountDownLatch firstStarted = new CountDownLatch(1);
-    CountDownLatch mayFinish = new CountDownLatch(1);
-    HeldPipeline pipeline = pipeline(1, 2, (message, tx) -> {
-      if (message.id() == 1) {
-        firstStarted.countDown();
-        mayFinish.await();
-      }
-      handled.add(message.id());
-    });
-    pipeline.start();
-    Thread laneA = new Thread(threads::runHandler, "test-lane-a");
-    laneA.start();
-    assertThat(firstStarted.await(30, TimeUnit.SECONDS)).isTrue();
-    threads.advance(beforeSecondLock);
-    Thread laneB = new Thread(threads::runHandler, "test-lane-b");
-    laneB.start();
-    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-    while (laneB.getState() != Thread.State.WAITING && laneB.isAlive() && System.nanoTime() < deadline) {
-      Thread.onSpinWait();
-    }
-    assertThat(laneB.getState()).isEqualTo(Thread.State.WAITING);
-    mayFinish.countDown();
-    laneA.join(TimeUnit.SECONDS.toMillis(30));
-    laneB.join(TimeUnit.SECONDS.toMillis(30));
-    threads.runAll();
-    assertThat(handled).containsExactly(1L, 2L, 3L, 4L);
-    assertThat(pipeline.close(Duration.ZERO)).isTrue();
-    return databaseActs();
   }
 }
