@@ -1,6 +1,5 @@
 package dev.msgqueue;
 
-import dev.msgqueue.internal.consume.ClaimedMessages;
 import dev.msgqueue.internal.sql.Receipt;
 import java.time.LocalDateTime;
 import java.util.ArrayList;
@@ -15,19 +14,6 @@ import org.jooq.JSONB;
  * {@code "readAfter"}. A receipt settles its claim once: after an ack or release, do not use it again.
  */
 public final class ClaimedMessage {
-  /** The consume room's way to make and read claimed messages. */
-  static final ClaimedMessages ACCESS = new ClaimedMessages() {
-    @Override
-    public ClaimedMessage of(String queue, JSONB payload, Receipt receipt) {
-      return new ClaimedMessage(queue, payload, receipt);
-    }
-
-    @Override
-    public Receipt receiptOf(ClaimedMessage message) {
-      return message.receipt;
-    }
-  };
-
   private final String queueName;
   private final JSONB payload;
   private final Receipt receipt;

@@ -142,7 +142,7 @@ public final class Subscriber implements AutoCloseable {
         builder.effectivePrefetch(), builder.pollInterval, builder.maxIdlePollInterval, lease,
         retryPolicy != null && mode == ConsumeMode.LEASE, builder.maxHandlerTime, builder.ackDelay,
         config.keepAliveInterval(), config.wakeupWindow(), wakeups == null ? null : wakeups::isListening);
-    QueueStore store = new QueueStore(builder.repository.context(), ClaimedMessage.ACCESS, queue, mode, lease,
+    QueueStore store = new QueueStore(builder.repository.context(), ClaimedMessageAccess.INSTANCE, queue, mode, lease,
         retryPolicy, builder.transactionTimeout);
     ConsumerThreads threads = ConsumerThreads.acquire(builder.repository);
     if (mode == ConsumeMode.TRANSACTION) {

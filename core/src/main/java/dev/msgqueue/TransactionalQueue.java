@@ -34,7 +34,7 @@ public final class TransactionalQueue implements QueueOperations {
 
   TransactionalQueue(QueueContext context, Payloads payloads, Publisher publisher, PublishCoalescer coalescer) {
     this.context = context;
-    this.consumption = new Consumption(context, ClaimedMessage.ACCESS);
+    this.consumption = new Consumption(context, ClaimedMessageAccess.INSTANCE);
     this.payloads = payloads;
     this.publisher = publisher;
     this.coalescer = coalescer;

@@ -11,12 +11,12 @@ public final class TestMessages {
 
   /** The API's own way to make and read claimed messages. */
   public static ClaimedMessages access() {
-    return ClaimedMessage.ACCESS;
+    return ClaimedMessageAccess.INSTANCE;
   }
 
   /** Message {@code id} of {@code queue}, under a receipt with a fixed deadline. */
   public static ClaimedMessage message(String queue, long id) {
-    return ClaimedMessage.ACCESS.of(queue, JSONB.valueOf("{\"n\":" + id + "}"),
+    return ClaimedMessageAccess.INSTANCE.of(queue, JSONB.valueOf("{\"n\":" + id + "}"),
         new Receipt(id, LocalDateTime.of(2030, 1, 1, 0, 0), false));
   }
 }

@@ -306,11 +306,11 @@ class ClaimIT extends RepositoryFixture {
     expireLease(ids.get(0));
     ClaimedMessage reclaimed = repository.claim(spec.name(), 10, LONG_LEASE).get(0);
 
-    assertThat(new Consumption(repository.context(), ClaimedMessage.ACCESS).ackCount(spec.name(), claimed)).isEqualTo(2);
+    assertThat(new Consumption(repository.context(), ClaimedMessageAccess.INSTANCE).ackCount(spec.name(), claimed)).isEqualTo(2);
     assertThat(row(ids.get(0)).getReadAfter()).isEqualTo(reclaimed.receiptDeadline());
     assertThat(row(ids.get(1))).isNull();
     assertThat(row(ids.get(2))).isNull();
-    assertThat(new Consumption(repository.context(), ClaimedMessage.ACCESS).ackCount(spec.name(), List.of(reclaimed))).isEqualTo(1);
+    assertThat(new Consumption(repository.context(), ClaimedMessageAccess.INSTANCE).ackCount(spec.name(), List.of(reclaimed))).isEqualTo(1);
   }
 
   @Test

@@ -640,7 +640,7 @@ class RetryIT extends RepositoryFixture {
   /** The redelivery count a subscriber runs after each lease-mode claim. */
   private static List<ClaimedMessage> countRedeliveries(
       MsgQueueRepository repository, List<ClaimedMessage> claimed, RetryPolicy policy) {
-    return new Consumption(repository.context(), ClaimedMessage.ACCESS)
+    return new Consumption(repository.context(), ClaimedMessageAccess.INSTANCE)
         .countRedeliveries(claimed.get(0).queueName(), claimed, policy);
   }
 }

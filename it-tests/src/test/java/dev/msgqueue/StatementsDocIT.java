@@ -123,7 +123,7 @@ class StatementsDocIT {
 
     List<ClaimedMessage> plain = queues.claim("orders", 2);
     queues.ack(plain.get(0));
-    Consumption consumption = new Consumption(queues.context(), ClaimedMessage.ACCESS);
+    Consumption consumption = new Consumption(queues.context(), ClaimedMessageAccess.INSTANCE);
     consumption.ackCount("orders", List.of(plain.get(1)));
     // The at-most-once Subscriber's claim, which deletes what it takes, and the put-back of what it took unstarted,
     // each in a transaction that reads its own id.
@@ -279,7 +279,7 @@ class StatementsDocIT {
     QueueSpec heldQueue = QueueSpec.durable("held");
     queues.bindQueue(heldQueue);
     queues.publishBatch(heldQueue, List.of("{}", "{}", "{}", "{}", "{}"));
-    QueueStore store = new QueueStore(queues.context(), ClaimedMessage.ACCESS, heldQueue, ConsumeMode.TRANSACTION,
+    QueueStore store = new QueueStore(queues.context(), ClaimedMessageAccess.INSTANCE, heldQueue, ConsumeMode.TRANSACTION,
         null, RetryPolicy.builder("held-dead-letters").maxDeliveries(3).build(), Duration.ofMinutes(1));
     try {
       store.inHeldTransaction(tx -> {
@@ -319,7 +319,7 @@ class StatementsDocIT {
   /** The redelivery count a subscriber runs after each lease-mode claim. */
   private static List<ClaimedMessage> countRedeliveries(
       MsgQueueRepository repository, List<ClaimedMessage> claimed, RetryPolicy policy) {
-    return new Consumption(repository.context(), ClaimedMessage.ACCESS)
+    return new Consumption(repository.context(), ClaimedMessageAccess.INSTANCE)
         .countRedeliveries(claimed.get(0).queueName(), claimed, policy);
   }
 }

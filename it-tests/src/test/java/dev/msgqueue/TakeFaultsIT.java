@@ -59,8 +59,8 @@ class TakeFaultsIT extends RepositoryFixture {
   void aPutBackWhoseCommitWentUnansweredIsNotRepeatedOverMessagesAnotherConsumerTookSince() throws Exception {
     QueueSpec spec = bound("put-back-race");
     List<Long> ids = repository.publishBatch(spec, List.of("1", "2", "3"));
-    Consumption consumerA = new Consumption(proxied.context(), ClaimedMessage.ACCESS);
-    Consumption consumerB = new Consumption(repository.context(), ClaimedMessage.ACCESS);
+    Consumption consumerA = new Consumption(proxied.context(), ClaimedMessageAccess.INSTANCE);
+    Consumption consumerB = new Consumption(repository.context(), ClaimedMessageAccess.INSTANCE);
     List<ClaimedMessage> taken = consumerA.take(spec.name(), 3);
     assertThat(taken).extracting(ClaimedMessage::id).containsExactlyInAnyOrderElementsOf(ids);
 
@@ -82,7 +82,7 @@ class TakeFaultsIT extends RepositoryFixture {
   void aPutBackWhoseFirstAttemptDidNotCommitIsMadeAgain() throws Exception {
     QueueSpec spec = bound("put-back-again");
     List<Long> ids = repository.publishBatch(spec, List.of("1", "2"));
-    Consumption consumer = new Consumption(proxied.context(), ClaimedMessage.ACCESS);
+    Consumption consumer = new Consumption(proxied.context(), ClaimedMessageAccess.INSTANCE);
     List<ClaimedMessage> taken = consumer.take(spec.name(), 2);
     HandBack putBack = consumer.putBack(spec, taken);
     // The put-back's insert fails before anything commits: the queue row is missing, so it is bound again first.

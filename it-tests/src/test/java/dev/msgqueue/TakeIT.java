@@ -252,7 +252,7 @@ class TakeIT extends RepositoryFixture {
   }
 
   private List<ClaimedMessage> take(QueueSpec spec, int max) {
-    return new Consumption(repository.context(), ClaimedMessage.ACCESS).take(spec.name(), max);
+    return new Consumption(repository.context(), ClaimedMessageAccess.INSTANCE).take(spec.name(), max);
   }
 
   private static List<Long> releaseTaken(org.jooq.DSLContext ctx, QueueSpec spec, List<ClaimedMessage> messages) {
