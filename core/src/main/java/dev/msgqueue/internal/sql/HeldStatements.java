@@ -161,17 +161,7 @@ public final class HeldStatements {
    * @return the item, or empty if none is there
    */
   public static java.util.Optional<Locked> lockQuarantined(DSLContext tx, String queue) {
-    return tx.select(I.ID, I.PAYLOAD, epochMillis(I.EXPIRES_AT), endedWithoutCommit())
-        .from(I)
-        .where(I.QUEUE_ID.eq(queue))
-        .and(I.STATUS.eq(inline(MessageQueueItemStatus.ASSIGNED)))
-        .and(I.READ_AFTER.le(utcNow()))
-        .and(I.EXPIRES_AT.gt(utcNow()))
-        .orderBy(I.ID)
-        .limit(inline(1))
-        .forUpdate()
-        .skipLocked()
-        .fetchOptional(r -> new Locked(r.value1(), r.value2(), r.value3(), Boolean.TRUE.equals(r.value4())));
+    return lockLowestQuarantined(tx, I.QUEUE_ID.eq(queue));
   }
 
   /**
@@ -183,10 +173,14 @@ public final class HeldStatements {
    * @return the item, or empty if none of {@code ids} is still quarantined
    */
   public static java.util.Optional<Locked> lockQuarantined(DSLContext tx, String queue, Collection<Long> ids) {
+    return lockLowestQuarantined(tx, I.ID.eq(any(idArray(ids))).and(I.QUEUE_ID.eq(queue)));
+  }
+
+  /** Locks the lowest claimable quarantined item that {@code among} selects, as the two above describe. */
+  private static java.util.Optional<Locked> lockLowestQuarantined(DSLContext tx, Condition among) {
     return tx.select(I.ID, I.PAYLOAD, epochMillis(I.EXPIRES_AT), endedWithoutCommit())
         .from(I)
-        .where(I.ID.eq(any(idArray(ids))))
-        .and(I.QUEUE_ID.eq(queue))
+        .where(among)
         .and(I.STATUS.eq(inline(MessageQueueItemStatus.ASSIGNED)))
         .and(I.READ_AFTER.le(utcNow()))
         .and(I.EXPIRES_AT.gt(utcNow()))
